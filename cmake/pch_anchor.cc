@@ -1,0 +1,1 @@
+// Anchor source for the lockstep_pch target: the precompiled headers hang off it.
