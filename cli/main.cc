@@ -1,0 +1,12 @@
+// `lockstep`: one binary, one subcommand per job (see `lockstep --help`).
+#include "CLI/CLI.hpp"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lockstep: RL post-training of language models with bit-exact trainer/generator parity"};
+  app.require_subcommand(1);
+  lockstep::cli::AddInitModelCommand(app);
+  lockstep::cli::AddForwardCommand(app);
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}

@@ -1,0 +1,80 @@
+// Model configuration read from (and written to) a Hugging Face `config.json`.
+//
+// Supported architectures: Qwen3 dense (`Qwen3ForCausalLM`) and Llama 3 (`LlamaForCausalLM`).
+// Everything the forward needs is in ModelConfig; nothing else is read from the JSON at run time.
+#ifndef LOCKSTEP_MODEL_CONFIG_H_
+#define LOCKSTEP_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace lockstep {
+
+enum class Architecture { kQwen3, kLlama };
+
+// Storage dtype named by `torch_dtype`; the compute dtype is chosen by whoever loads the model.
+enum class StorageDtype { kFloat32, kBFloat16, kFloat16 };
+
+// Llama 3 frequency-dependent RoPE scaling (`rope_scaling.rope_type == "llama3"`).
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Architecture architecture = Architecture::kQwen3;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+  double rope_theta = 10000.0;
+  std::optional<Llama3RopeScaling> rope_scaling;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  StorageDtype torch_dtype = StorageDtype::kFloat32;
+  std::optional<int64_t> bos_token_id;
+  std::optional<int64_t> eos_token_id;
+
+  // Qwen3 normalises queries and keys per head before RoPE; Llama does not.
+  bool HasQkNorm() const { return architecture == Architecture::kQwen3; }
+  // Number of query heads that share one key/value head (GQA group size).
+  int64_t NumQueriesPerKv() const { return num_attention_heads / num_key_value_heads; }
+  // Total parameter count implied by the shapes (tied head counted once).
+  int64_t NumParameters() const;
+};
+
+// Checks ranges and cross-field consistency. The error message names the offending field.
+absl::Status ValidateConfig(const ModelConfig& config);
+
+// Parses and validates a `config.json` document. `source` names the file in error messages.
+absl::StatusOr<ModelConfig> ParseConfigJson(std::string_view json_text,
+                                            std::string_view source = "config.json");
+
+// Reads `<model_dir>/config.json`.
+absl::StatusOr<ModelConfig> LoadConfig(const std::filesystem::path& model_dir);
+
+// Renders a Hugging Face compatible `config.json` (the fields transformers needs to load it).
+std::string ConfigToJson(const ModelConfig& config);
+
+// Named presets used by `lockstep init-model`: "tiny" (~1M parameters, tests), "small" (~10M),
+// "base" (~100M, benchmarks).
+absl::StatusOr<ModelConfig> PresetConfig(Architecture architecture, std::string_view preset);
+
+absl::StatusOr<Architecture> ParseArchitectureName(std::string_view name);  // "qwen3"|"llama"
+std::string_view StorageDtypeName(StorageDtype dtype);                      // "float32", ...
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_MODEL_CONFIG_H_
