@@ -1,0 +1,38 @@
+// One example of a prompt dataset: a prompt (plain string or chat messages), an optional
+// reference answer and free-form metadata. See data/README.md for the JSONL format.
+#ifndef LOCKSTEP_DATA_EXAMPLE_H_
+#define LOCKSTEP_DATA_EXAMPLE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/tokenizer/chat_template.h"
+#include "nlohmann/json.hpp"
+
+namespace lockstep {
+
+struct Example {
+  // Exactly one of `prompt` and `messages` is set.
+  std::optional<std::string> prompt;
+  std::vector<ChatMessage> messages;
+  std::optional<std::string> answer;
+  nlohmann::json metadata;  // Null when absent.
+  int64_t line_number = 0;  // 1-based line in the source file, for messages to the user.
+};
+
+// Parses one JSON object (a dataset line). Errors say what is wrong, without file or line (the
+// caller adds them).
+absl::StatusOr<Example> ParseExample(const nlohmann::json& object);
+
+// The text the model is prompted with. A `prompt` string is sent as one user message for chat
+// families and as-is for the plain family; `messages` are rendered by the chat template.
+absl::StatusOr<std::string> RenderPrompt(const Example& example, ChatTemplateFamily family,
+                                         const ChatTemplateOptions& options = {});
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_DATA_EXAMPLE_H_
