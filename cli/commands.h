@@ -9,6 +9,7 @@ namespace lockstep::cli {
 
 void AddInitModelCommand(CLI::App& app);
 void AddForwardCommand(CLI::App& app);
+void AddTokenizeCommand(CLI::App& app);
 
 }  // namespace lockstep::cli
 

@@ -7,6 +7,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   lockstep::cli::AddInitModelCommand(app);
   lockstep::cli::AddForwardCommand(app);
+  lockstep::cli::AddTokenizeCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
