@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -59,8 +59,8 @@ struct ModelConfig {
 absl::Status ValidateConfig(const ModelConfig& config);
 
 // Parses and validates a `config.json` document. `source` names the file in error messages.
-absl::StatusOr<ModelConfig> ParseConfigJson(std::string_view json_text,
-                                            std::string_view source = "config.json");
+absl::StatusOr<ModelConfig> ParseConfigJson(absl::string_view json_text,
+                                            absl::string_view source = "config.json");
 
 // Reads `<model_dir>/config.json`.
 absl::StatusOr<ModelConfig> LoadConfig(const std::filesystem::path& model_dir);
@@ -70,10 +70,10 @@ std::string ConfigToJson(const ModelConfig& config);
 
 // Named presets used by `lockstep init-model`: "tiny" (~1M parameters, tests), "small" (~10M),
 // "base" (~100M, benchmarks).
-absl::StatusOr<ModelConfig> PresetConfig(Architecture architecture, std::string_view preset);
+absl::StatusOr<ModelConfig> PresetConfig(Architecture architecture, absl::string_view preset);
 
-absl::StatusOr<Architecture> ParseArchitectureName(std::string_view name);  // "qwen3"|"llama"
-std::string_view StorageDtypeName(StorageDtype dtype);                      // "float32", ...
+absl::StatusOr<Architecture> ParseArchitectureName(absl::string_view name);  // "qwen3"|"llama"
+absl::string_view StorageDtypeName(StorageDtype dtype);                      // "float32", ...
 
 }  // namespace lockstep
 

@@ -1,0 +1,45 @@
+// Parameter-holding building blocks. Each registers its tensors under the Hugging Face names
+// (`weight`, `bias`) so that named_parameters() yields checkpoint names unchanged.
+#ifndef LOCKSTEP_MODEL_LAYERS_H_
+#define LOCKSTEP_MODEL_LAYERS_H_
+
+#include <torch/torch.h>
+
+#include "model/ops.h"
+
+namespace lockstep {
+
+class LinearImpl : public torch::nn::Module {
+ public:
+  LinearImpl(int64_t in_features, int64_t out_features, bool bias, torch::Dtype dtype);
+  torch::Tensor forward(const torch::Tensor& x) { return ops::Linear(x, weight, bias); }
+
+  torch::Tensor weight;  // [out, in]
+  torch::Tensor bias;    // [out] or undefined
+};
+TORCH_MODULE(Linear);
+
+class RmsNormImpl : public torch::nn::Module {
+ public:
+  RmsNormImpl(int64_t dim, double eps, torch::Dtype dtype);
+  torch::Tensor forward(const torch::Tensor& x) { return ops::RmsNorm(x, weight, eps_); }
+
+  torch::Tensor weight;  // [dim]
+
+ private:
+  double eps_;
+};
+TORCH_MODULE(RmsNorm);
+
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t num_embeddings, int64_t dim, torch::Dtype dtype);
+  torch::Tensor forward(const torch::Tensor& ids) { return weight.index_select(0, ids); }
+
+  torch::Tensor weight;  // [num_embeddings, dim]
+};
+TORCH_MODULE(Embedding);
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_MODEL_LAYERS_H_

@@ -1,0 +1,56 @@
+#include "model/ops.h"
+
+#include <cmath>
+#include <limits>
+
+namespace lockstep::ops {
+
+torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
+                     const torch::Tensor& bias) {
+  return torch::nn::functional::linear(x, weight, bias);
+}
+
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  torch::Tensor xf = x.to(torch::kFloat32);
+  torch::Tensor variance = xf.pow(2).mean(-1, /*keepdim=*/true);
+  torch::Tensor normed = xf * torch::rsqrt(variance + eps);
+  return weight * normed.to(x.scalar_type());
+}
+
+torch::Tensor SiluMul(const torch::Tensor& gate, const torch::Tensor& up) {
+  return torch::silu(gate) * up;
+}
+
+torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
+                              const torch::Tensor& v) {
+  const int64_t num_queries = q.size(0);
+  const int64_t num_keys = k.size(0);
+  const int64_t num_heads = q.size(1);
+  const int64_t num_kv_heads = k.size(1);
+  const int64_t head_dim = q.size(2);
+  const int64_t group = num_heads / num_kv_heads;
+  // [kv_heads, group, Lq, d] x [kv_heads, 1, d, Lk] -> scores [kv_heads, group, Lq, Lk]
+  torch::Tensor qh = q.to(torch::kFloat32).view({num_queries, num_kv_heads, group, head_dim})
+                         .permute({1, 2, 0, 3});
+  torch::Tensor kh = k.to(torch::kFloat32).permute({1, 2, 0}).unsqueeze(1);
+  torch::Tensor vh = v.to(torch::kFloat32).permute({1, 0, 2}).unsqueeze(1);
+  torch::Tensor scores = torch::matmul(qh, kh) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
+  if (num_queries > 1) {
+    // Query i (position num_keys - num_queries + i) must not see keys after it.
+    torch::Tensor query_pos = torch::arange(num_keys - num_queries, num_keys).unsqueeze(1);
+    torch::Tensor key_pos = torch::arange(num_keys).unsqueeze(0);
+    scores = scores.masked_fill(key_pos > query_pos, -std::numeric_limits<float>::infinity());
+  }
+  torch::Tensor probs = torch::softmax(scores, -1);
+  torch::Tensor out = torch::matmul(probs, vh);  // [kv_heads, group, Lq, d]
+  return out.permute({2, 0, 1, 3}).reshape({num_queries, num_heads, head_dim}).to(q.scalar_type());
+}
+
+torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& targets,
+                             double temperature) {
+  torch::Tensor scaled = logits.to(torch::kFloat32);
+  if (temperature != 1.0) scaled = scaled / temperature;
+  return torch::log_softmax(scaled, -1).gather(1, targets.unsqueeze(1)).squeeze(1);
+}
+
+}  // namespace lockstep::ops

@@ -1,0 +1,120 @@
+// The one Transformer (Qwen3 dense / Llama 3) shared by the trainer and the generator.
+//
+// Forward over a packed batch: embed → N × [RMSNorm → attention → residual → RMSNorm → SwiGLU
+// MLP → residual] → final RMSNorm → LM head. Attention is either training (causal within each
+// packed sequence) or paged (reads and appends the caller's block KV cache); see
+// attention_context.h. Parameter names are the Hugging Face names.
+//
+// Thread safety: a Transformer is not internally synchronised. Concurrent forwards are fine only
+// in training mode with no parameter updates in flight; paged forwards write the caller's cache.
+#ifndef LOCKSTEP_MODEL_TRANSFORMER_H_
+#define LOCKSTEP_MODEL_TRANSFORMER_H_
+
+#include <memory>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "model/attention_context.h"
+#include "model/config.h"
+#include "model/layers.h"
+#include "model/packed_batch.h"
+#include "model/rope.h"
+
+namespace lockstep {
+
+struct ModelOptions {
+  torch::Dtype compute_dtype = torch::kFloat32;  // parameters and activations
+  int64_t logits_chunk_tokens = 1024;            // rows of logits alive at once in log-probs
+};
+
+// Per-forward attention bookkeeping, computed once and shared by all layers.
+struct AttentionPlan;
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  AttentionImpl(const ModelConfig& config, torch::Dtype dtype, int64_t layer_index);
+  torch::Tensor forward(const torch::Tensor& x, const AttentionPlan& plan, const RopeTable& rope,
+                        const torch::Tensor& positions);
+
+  Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, o_proj{nullptr};
+  RmsNorm q_norm{nullptr}, k_norm{nullptr};  // Qwen3 only
+
+ private:
+  int64_t layer_index_;
+  int64_t num_heads_, num_kv_heads_, head_dim_;
+};
+TORCH_MODULE(Attention);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  MlpImpl(const ModelConfig& config, torch::Dtype dtype);
+  // down(silu(gate(x)) * up(x))
+  torch::Tensor forward(const torch::Tensor& x);
+
+  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+class DecoderLayerImpl : public torch::nn::Module {
+ public:
+  DecoderLayerImpl(const ModelConfig& config, torch::Dtype dtype, int64_t layer_index);
+  torch::Tensor forward(const torch::Tensor& x, const AttentionPlan& plan, const RopeTable& rope,
+                        const torch::Tensor& positions);
+
+  RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
+  Attention self_attn{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(DecoderLayer);
+
+// The `model.` prefix of the Hugging Face names.
+class DecoderStackImpl : public torch::nn::Module {
+ public:
+  DecoderStackImpl(const ModelConfig& config, torch::Dtype dtype);
+
+  Embedding embed_tokens{nullptr};
+  torch::nn::ModuleList layers{nullptr};
+  RmsNorm norm{nullptr};
+};
+TORCH_MODULE(DecoderStack);
+
+class Transformer : public torch::nn::Module {
+ public:
+  Transformer(const ModelConfig& config, const ModelOptions& options = {});
+
+  // Final-normed hidden states [num_tokens, hidden_size] for the packed batch. In paged mode the
+  // batch's keys and values are appended to the cache first. Errors: InvalidArgument for a batch
+  // or context that does not fit the model; Internal for a LibTorch failure.
+  absl::StatusOr<torch::Tensor> Hidden(const PackedBatch& batch, const AttentionContext& context);
+
+  // LM head over hidden rows: float32 logits [rows, vocab_size].
+  torch::Tensor Logits(const torch::Tensor& hidden);
+
+  // log_softmax(logits / temperature)[row, targets[row]] for each hidden row, float32 [rows],
+  // computed in chunks of options.logits_chunk_tokens rows so full logits never exist at once.
+  torch::Tensor TargetLogProbs(const torch::Tensor& hidden, const torch::Tensor& targets,
+                               double temperature = 1.0);
+
+  // Rows of `hidden` holding each sequence's last token: [num_sequences, hidden_size].
+  static torch::Tensor LastTokenRows(const torch::Tensor& hidden, const PackedBatch& batch);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelOptions& options() const { return options_; }
+  // The LM head matrix: lm_head.weight, or model.embed_tokens.weight when tied.
+  const torch::Tensor& lm_head_weight() const;
+
+  DecoderStack model{nullptr};
+  Linear lm_head{nullptr};  // null when tie_word_embeddings
+
+ private:
+  torch::Tensor RunLayers(const PackedBatch& batch, const AttentionPlan& plan);
+
+  ModelConfig config_;
+  ModelOptions options_;
+  RopeTable rope_;
+};
+
+}  // namespace lockstep
+
+#endif  // LOCKSTEP_MODEL_TRANSFORMER_H_
