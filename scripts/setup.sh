@@ -12,7 +12,7 @@ packages=(
   libtorch-dev libopenblas0-pthread libopenblas-dev libgloo-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libseccomp-dev libpcre2-dev
+  libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libseccomp-dev libpcre2-dev libicu-dev
   clang libclang-rt-14-dev
   python3 python3-torch python3-numpy python3-grpcio
 )
@@ -21,6 +21,8 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js + npm fetch the reference tokenizers for the golden tests; any node >= 18 will do.
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   echo "[setup] installing ${#missing[@]} Debian packages: ${missing[*]}"
   sudo_cmd=()

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets up (Debian packages, configure, build), fetches the reference tokenizers, and runs the
+# whole test suite with CTest. Tests labelled `gpu` are skipped on machines without a GPU.
+#   scripts/test.sh                 everything
+#   scripts/test.sh -L unit         extra arguments go to ctest
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+start=$(date +%s)
+scripts/setup.sh
+scripts/fetch_tokenizers.sh
+exclude=()
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "[test] no GPU found: skipping tests labelled gpu"
+  exclude=(-LE gpu)
+fi
+cd build
+status=0
+ctest --output-on-failure --timeout 900 -j "${LOCKSTEP_TEST_JOBS:-2}" "${exclude[@]}" "$@" || status=$?
+echo "[test] finished in $(( $(date +%s) - start )) s"
+exit $status
