@@ -208,10 +208,10 @@ absl::Status CheckTiling(const std::vector<SafetensorsEntry>& entries,
                       "' (bytes [", previous->begin, ", ", previous->end, "))");
     }
     if (entry.begin > covered) {
-      return DataLoss(source, "gap of ", entry.begin - covered,
-                      " bytes (data bytes [", covered, ", ", entry.begin,
-                      ")) before tensor '", entry.name,
-                      "' belongs to no tensor");
+      return DataLoss(source, "data bytes [", covered, ", ", entry.begin,
+                      ") before tensor '", entry.name,
+                      "' belong to no tensor (a gap of ", entry.begin - covered,
+                      " bytes)");
     }
     covered = entry.end;
     previous = &entry;
@@ -369,8 +369,8 @@ absl::StatusOr<std::string> EncodeSafetensorsHeader(
     if (!num_bytes || *num_bytes != entry.NumBytes() || entry.begin < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "tensor '", entry.name, "': shape ", ShapeString(entry.shape), " of ",
-          AbslView(SafetensorsDtypeName(entry.dtype)), " does not match bytes [",
-          entry.begin, ", ", entry.end, ")"));
+          AbslView(SafetensorsDtypeName(entry.dtype)),
+          " does not match bytes [", entry.begin, ", ", entry.end, ")"));
     }
     nlohmann::ordered_json& tensor = header[entry.name];
     tensor["dtype"] = std::string(SafetensorsDtypeName(entry.dtype));

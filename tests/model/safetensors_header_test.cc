@@ -204,7 +204,7 @@ TEST(SafetensorsHeaderTest, RejectsEveryMalformedHeaderWithDataLoss) {
        MakeFile(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                 R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
                 12),
-       "gap of 4 bytes (data bytes [4, 8)) before tensor 'b'"},
+       "data bytes [4, 8) before tensor 'b' belong to no tensor"},
       {"trailing bytes",
        MakeFile(tensor(R"("dtype":"F32","shape":[1],"data_offsets":[0,4])"), 6),
        "the trailing 2 bytes belong to no tensor"},
