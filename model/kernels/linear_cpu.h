@@ -47,6 +47,15 @@ void LinearTiles(const LinearProblem& problem, int64_t tile_begin, int64_t tile_
 // Name of the micro-kernel picked for this CPU ("avx512", "avx2", "portable"), for benchmarks.
 const char* LinearKernelName();
 
+// Micro-kernel families. All compute the same chain, hence the same bits; kAuto is the best
+// family this CPU runs (the one LinearTiles uses).
+enum class LinearKernel { kAuto, kAvx512, kAvx2, kPortable };
+
+// LinearTiles with a chosen micro-kernel family, for tests and benchmarks. Returns false, and
+// computes nothing, when this CPU cannot run `kernel`.
+bool LinearTilesWithKernel(LinearKernel kernel, const LinearProblem& problem, int64_t tile_begin,
+                           int64_t tile_end);
+
 }  // namespace lockstep::kernels
 
 #endif  // LOCKSTEP_MODEL_KERNELS_LINEAR_CPU_H_

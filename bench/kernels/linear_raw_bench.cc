@@ -1,0 +1,212 @@
+// bench_linear_raw: the batch-invariant CPU linear (lockstep_kernels_cpu) against OpenBLAS sgemm,
+// y[M,N] = x[M,K] W[N,K]^T, fp32, no bias, 1 and 2 threads, GFLOP/s side by side.
+//
+//   bench_linear_raw [--json FILE] [--seconds S]
+//
+// Ours runs tiles [0, T) on the calling thread, or [0, T/2) and [T/2, T) on it and one worker
+// (a persistent spinning thread, like at::parallel_for's pool). OpenBLAS runs cblas_sgemm with
+// openblas_set_num_threads(1 or 2), with whatever OPENBLAS_CORETYPE the environment sets.
+// Each figure is the best of several timed rounds, ours and OpenBLAS interleaved.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/kernels/linear_cpu.h"
+
+extern "C" {
+// From OpenBLAS (declared here: the system cblas.h may be the netlib one).
+void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+void openblas_set_num_threads(int num_threads);
+char* openblas_get_corename(void);
+}
+
+namespace {
+
+using lockstep::kernels::LinearProblem;
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+
+using Clock = std::chrono::steady_clock;
+
+// One extra thread that runs a job whenever `generation` moves; the caller runs its own share.
+class SpinWorker {
+ public:
+  SpinWorker() : thread_([this] { Loop(); }) {}
+  ~SpinWorker() {
+    quit_.store(true);
+    generation_.fetch_add(1);
+    thread_.join();
+  }
+  // Runs `mine` here and `theirs` on the worker; returns when both are done.
+  void Run(const std::function<void()>& mine, const std::function<void()>& theirs) {
+    job_ = &theirs;
+    done_.store(false, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    mine();
+    while (!done_.load(std::memory_order_acquire)) _mm_pause();
+  }
+
+ private:
+  void Loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      uint64_t now;
+      while ((now = generation_.load(std::memory_order_acquire)) == seen) _mm_pause();
+      seen = now;
+      if (quit_.load()) return;
+      (*job_)();
+      done_.store(true, std::memory_order_release);
+    }
+  }
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> done_{true};
+  std::atomic<bool> quit_{false};
+  const std::function<void()>* job_ = nullptr;
+  std::thread thread_;
+};
+
+// Seconds per call: best over `rounds` rounds of calls lasting ~`round_seconds` each.
+double TimeRound(const std::function<void()>& call, double round_seconds) {
+  call();  // warm-up
+  int64_t calls = 0;
+  const auto start = Clock::now();
+  double elapsed = 0.0;
+  do {
+    call();
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < round_seconds);
+  return elapsed / static_cast<double>(calls);
+}
+
+struct Shape {
+  const char* name;
+  int64_t m, k, n;
+};
+
+struct Result {
+  Shape shape;
+  double ours1, blas1, ours2, blas2;  // GFLOP/s
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path;
+  double seconds = 0.25;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
+    } else if (arg == "--seconds" && i + 1 < argc) {
+      seconds = std::atof(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--json FILE] [--seconds S]\n", argv[0]);
+      return 2;
+    }
+  }
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("ours: %s micro-kernel | OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n",
+              lockstep::kernels::LinearKernelName(), openblas_get_corename(),
+              coretype != nullptr ? coretype : "<unset>");
+
+  std::vector<Shape> shapes;
+  for (int64_t m : {1, 8, 64, 512}) shapes.push_back({"square", m, 1024, 1024});
+  for (int64_t m : {1, 8, 64, 512}) {
+    shapes.push_back({"base.q/o", m, 768, 768});
+    shapes.push_back({"base.kv", m, 768, 256});
+    shapes.push_back({"base.up", m, 768, 2048});
+    shapes.push_back({"base.down", m, 2048, 768});
+    shapes.push_back({"base.lm", m, 768, 32000});
+  }
+
+  std::printf("%-10s %5s %5s %6s | %9s %9s %6s | %9s %9s %6s\n", "shape", "M", "K", "N", "ours1t",
+              "blas1t", "ratio", "ours2t", "blas2t", "ratio");
+  std::vector<Result> results;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const Shape& s : shapes) {
+    std::vector<float> x(s.m * s.k), w(s.n * s.k), y_ours(s.m * s.n), y_blas(s.m * s.n);
+    for (float& v : x) v = normal(rng);
+    for (float& v : w) v = normal(rng) / std::sqrt(static_cast<float>(s.k));
+    const auto packed = lockstep::kernels::PackLinearWeight(w.data(), s.n, s.k);
+    LinearProblem p;
+    p.x = x.data();
+    p.x_stride = s.k;
+    p.rows = s.m;
+    p.weight = &packed;
+    p.y = y_ours.data();
+    p.y_stride = s.n;
+    const int64_t tiles = lockstep::kernels::NumLinearTiles(p);
+
+    const auto ours1 = [&] { lockstep::kernels::LinearTiles(p, 0, tiles); };
+    const auto blas = [&] {
+      cblas_sgemm(kRowMajor, kNoTrans, kTrans, s.m, s.n, s.k, 1.0f, x.data(), s.k, w.data(), s.k,
+                  0.0f, y_blas.data(), s.n);
+    };
+    const std::function<void()> first_half = [&] { lockstep::kernels::LinearTiles(p, 0, tiles / 2); };
+    const std::function<void()> second_half = [&] { lockstep::kernels::LinearTiles(p, tiles / 2, tiles); };
+
+    const double flops = 2.0 * s.m * s.k * s.n;
+    const int rounds = 4;
+    double t_ours1 = 1e30, t_blas1 = 1e30, t_ours2 = 1e30, t_blas2 = 1e30;
+    openblas_set_num_threads(1);
+    for (int r = 0; r < rounds; ++r) {
+      t_ours1 = std::min(t_ours1, TimeRound(ours1, seconds));
+      t_blas1 = std::min(t_blas1, TimeRound(blas, seconds));
+    }
+    // Sanity: both compute the same product (to fp32 summation-order noise).
+    double max_diff = 0.0;
+    for (size_t i = 0; i < y_ours.size(); ++i) max_diff = std::max(max_diff, double(std::fabs(y_ours[i] - y_blas[i])));
+    if (max_diff > 1e-3) std::fprintf(stderr, "WARNING: ours and OpenBLAS differ by %g\n", max_diff);
+
+    for (int r = 0; r < rounds; ++r) {
+      {
+        SpinWorker worker;
+        t_ours2 = std::min(t_ours2, TimeRound([&] { worker.Run(first_half, second_half); }, seconds));
+      }
+      openblas_set_num_threads(2);
+      t_blas2 = std::min(t_blas2, TimeRound(blas, seconds));
+      openblas_set_num_threads(1);
+    }
+    Result res{s, flops / t_ours1 * 1e-9, flops / t_blas1 * 1e-9, flops / t_ours2 * 1e-9,
+               flops / t_blas2 * 1e-9};
+    results.push_back(res);
+    std::printf("%-10s %5ld %5ld %6ld | %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f\n", s.name, s.m, s.k, s.n,
+                res.ours1, res.blas1, res.ours1 / res.blas1, res.ours2, res.blas2,
+                res.ours2 / res.blas2);
+    std::fflush(stdout);
+  }
+
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f == nullptr) {
+      std::perror(json_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "{\"kernel\": \"%s\", \"openblas_core\": \"%s\", \"results\": [\n",
+                 lockstep::kernels::LinearKernelName(), openblas_get_corename());
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      std::fprintf(f,
+                   "  {\"shape\": \"%s\", \"m\": %ld, \"k\": %ld, \"n\": %ld, \"ours_1t_gflops\": %.2f, "
+                   "\"blas_1t_gflops\": %.2f, \"ours_2t_gflops\": %.2f, \"blas_2t_gflops\": %.2f}%s\n",
+                   r.shape.name, r.shape.m, r.shape.k, r.shape.n, r.ours1, r.blas1, r.ours2, r.blas2,
+                   i + 1 < results.size() ? "," : "");
+    }
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+  }
+  return 0;
+}

@@ -1,0 +1,220 @@
+// Batch-invariant CPU linear: accuracy against a double reference, and bit-exact invariance to
+// the batch size, the tiling, the tile order and the micro-kernel family.
+#include "model/kernels/linear_cpu.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace lockstep::kernels {
+namespace {
+
+std::vector<float> RandomVector(int64_t size, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(size);
+  for (float& value : v) value = normal(rng);
+  return v;
+}
+
+// A problem with its own storage; x and y rows may be padded (stride > width).
+struct Case {
+  int64_t rows, in_features, out_features, x_stride, y_stride;
+  std::vector<float> x, weight, bias, y;
+  PackedLinearWeight packed;
+  bool with_bias;
+
+  Case(int64_t m, int64_t k, int64_t n, bool bias_on = true, int64_t x_pad = 0, int64_t y_pad = 0,
+       uint32_t seed = 1)
+      : rows(m), in_features(k), out_features(n), x_stride(k + x_pad), y_stride(n + y_pad),
+        with_bias(bias_on) {
+    x = RandomVector(m * x_stride, seed);
+    weight = RandomVector(n * k, seed + 1);
+    for (float& w : weight) w /= std::sqrt(static_cast<float>(k));
+    bias = RandomVector(n, seed + 2);
+    y.assign(m * y_stride, NAN);  // padding must stay untouched
+    packed = PackLinearWeight(weight.data(), n, k);
+  }
+
+  LinearProblem Problem() {
+    LinearProblem p;
+    p.x = x.data();
+    p.x_stride = x_stride;
+    p.rows = rows;
+    p.weight = &packed;
+    p.bias = with_bias ? bias.data() : nullptr;
+    p.y = y.data();
+    p.y_stride = y_stride;
+    return p;
+  }
+
+  // One call over all tiles with the given family.
+  std::vector<float> Run(LinearKernel kernel = LinearKernel::kAuto) {
+    LinearProblem p = Problem();
+    EXPECT_TRUE(LinearTilesWithKernel(kernel, p, 0, NumLinearTiles(p)));
+    return y;
+  }
+
+  float Output(int64_t m, int64_t n) const { return y[m * y_stride + n]; }
+};
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+// Number of outputs (incl. padding) whose bits differ.
+int64_t CountDifferentBits(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  int64_t differing = 0;
+  for (size_t i = 0; i < a.size(); ++i) differing += SameBits(a[i], b[i]) ? 0 : 1;
+  return differing;
+}
+
+// The contract, literally: acc = 0; acc = fma(x, w, acc) over k in order; + bias.
+float ChainReference(const Case& c, int64_t m, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t k = 0; k < c.in_features; ++k)
+    acc = std::fma(c.x[m * c.x_stride + k], c.weight[n * c.in_features + k], acc);
+  if (c.with_bias) acc = acc + c.bias[n];
+  return acc;
+}
+
+std::vector<LinearKernel> AvailableKernels() {
+  std::vector<LinearKernel> kernels = {LinearKernel::kPortable};
+  Case probe(1, 1, 1);
+  LinearProblem p = probe.Problem();
+  for (LinearKernel k : {LinearKernel::kAvx2, LinearKernel::kAvx512}) {
+    if (LinearTilesWithKernel(k, p, 0, NumLinearTiles(p))) kernels.push_back(k);
+  }
+  return kernels;
+}
+
+TEST(LinearCpuTest, ReportsKernelName) {
+  const std::string name = LinearKernelName();
+  EXPECT_TRUE(name == "avx512" || name == "avx2" || name == "portable") << name;
+  std::printf("linear kernel: %s, families here: %zu\n", name.c_str(), AvailableKernels().size());
+}
+
+TEST(LinearCpuTest, MatchesDoubleReference) {
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1024, 1024}, {8, 768, 256},
+                          {64, 333, 77}, {130, 1024, 48}, {5, 2048, 40}}) {
+    Case c(m, k, n);
+    c.Run();
+    double max_rel = 0.0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = c.bias[j], scale = std::fabs(c.bias[j]);
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const double prod = double(c.x[i * c.x_stride + kk]) * c.weight[j * k + kk];
+          ref += prod;
+          scale += std::fabs(prod);
+        }
+        max_rel = std::max(max_rel, std::fabs(c.Output(i, j) - ref) / scale);
+      }
+    }
+    EXPECT_LT(max_rel, 1e-5) << m << "x" << k << "x" << n;
+  }
+}
+
+// Every family, every remainder shape, equals the literal FMA chain bit for bit.
+TEST(LinearCpuTest, EveryKernelEqualsTheFmaChainBitForBit) {
+  for (LinearKernel kernel : AvailableKernels()) {
+    for (int64_t m : {1, 2, 3, 5, 7, 8, 9, 13, 17, 31}) {
+      for (int64_t k : {1, 2, 7, 64, 129}) {
+        for (int64_t n : {1, 15, 16, 17, 33, 50, 100}) {
+          for (bool bias : {false, true}) {
+            Case c(m, k, n, bias, /*x_pad=*/3, /*y_pad=*/5, static_cast<uint32_t>(m * 7 + k + n));
+            c.Run(kernel);
+            int64_t differing = 0;
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) differing += !SameBits(c.Output(i, j), ChainReference(c, i, j));
+              for (int64_t j = n; j < c.y_stride; ++j) differing += !std::isnan(c.y[i * c.y_stride + j]);
+            }
+            EXPECT_EQ(differing, 0) << "kernel " << static_cast<int>(kernel) << " m=" << m
+                                    << " k=" << k << " n=" << n << " bias=" << bias;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearCpuTest, VectorKernelsEqualPortableOnLargeShapes) {
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 768, 2048}, {8, 1024, 1024},
+                          {64, 768, 256}, {300, 512, 200}, {37, 2048, 120}}) {
+    Case c(m, k, n, true, 1, 2);
+    const std::vector<float> portable = c.Run(LinearKernel::kPortable);
+    for (LinearKernel kernel : AvailableKernels()) {
+      EXPECT_EQ(CountDifferentBits(portable, c.Run(kernel)), 0)
+          << "kernel " << static_cast<int>(kernel) << " m=" << m << " k=" << k << " n=" << n;
+    }
+  }
+}
+
+// A row's bits do not depend on which batch it sits in, nor at which position.
+TEST(LinearCpuTest, RowAloneEqualsRowInsideAnyBatch) {
+  const int64_t k = 768, n = 300;
+  for (LinearKernel kernel : AvailableKernels()) {
+    for (int64_t m : {3, 17, 64, 300}) {
+      Case batch(m, k, n, true, 0, 0, 42);
+      batch.Run(kernel);
+      for (int64_t row : {int64_t{0}, m / 2, m - 1}) {
+        Case alone(1, k, n, true, 0, 0, 42);
+        std::copy(batch.x.begin() + row * k, batch.x.begin() + (row + 1) * k, alone.x.begin());
+        alone.Run(kernel);
+        int64_t differing = 0;
+        for (int64_t j = 0; j < n; ++j) differing += !SameBits(alone.Output(0, j), batch.Output(row, j));
+        EXPECT_EQ(differing, 0) << "row " << row << " of M=" << m;
+      }
+    }
+  }
+}
+
+// Tile ranges split any way, in any order, give the bits of one call.
+TEST(LinearCpuTest, AnySplitOfTheTileRangeGivesTheSameBits) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1000}, {8, 1024}, {100, 500}, {512, 96}}) {
+    Case c(m, 256, n);
+    const std::vector<float> whole = c.Run();
+    LinearProblem p = c.Problem();
+    const int64_t num_tiles = NumLinearTiles(p);
+    ASSERT_GT(num_tiles, 0);
+
+    std::fill(c.y.begin(), c.y.end(), NAN);
+    for (int64_t t = num_tiles - 1; t >= 0; --t) LinearTiles(p, t, t + 1);
+    EXPECT_EQ(CountDifferentBits(whole, c.y), 0) << "reverse, M=" << m;
+
+    std::fill(c.y.begin(), c.y.end(), NAN);
+    const int64_t mid = num_tiles / 3;
+    LinearTiles(p, mid, num_tiles);
+    LinearTiles(p, 0, mid);
+    EXPECT_EQ(CountDifferentBits(whole, c.y), 0) << "two ranges, M=" << m;
+  }
+}
+
+TEST(LinearCpuTest, DistinctTilesWriteDisjointOutputsCoveringY) {
+  Case c(70, 32, 130, true, 0, 3);
+  LinearProblem p = c.Problem();
+  std::vector<int> writes(c.y.size(), 0);
+  for (int64_t t = 0; t < NumLinearTiles(p); ++t) {
+    std::fill(c.y.begin(), c.y.end(), NAN);
+    LinearTiles(p, t, t + 1);
+    for (size_t i = 0; i < c.y.size(); ++i) writes[i] += !std::isnan(c.y[i]);
+  }
+  for (int64_t i = 0; i < c.rows; ++i)
+    for (int64_t j = 0; j < c.y_stride; ++j) EXPECT_EQ(writes[i * c.y_stride + j], j < c.out_features ? 1 : 0);
+}
+
+TEST(LinearCpuTest, EmptyProblemsAndZeroDepth) {
+  Case empty_rows(0, 8, 8);
+  EXPECT_EQ(NumLinearTiles(empty_rows.Problem()), 0);
+
+  Case zero_depth(3, 0, 20);  // y = bias
+  zero_depth.Run();
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 20; ++j) EXPECT_EQ(zero_depth.Output(i, j), zero_depth.bias[j]);
+}
+
+}  // namespace
+}  // namespace lockstep::kernels
