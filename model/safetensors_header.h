@@ -81,7 +81,7 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsHeader {
-  // Sorted by `begin` (ties broken by name), i.e. in data-section order.
+  // In data-section order: sorted by (begin, end, name).
   std::vector<SafetensorsEntry> entries;
   // The "__metadata__" object; empty when absent or null.
   std::map<std::string, std::string> metadata;
