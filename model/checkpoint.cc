@@ -90,6 +90,7 @@ absl::Status LoadStateDict(Transformer& model, const TensorMap& tensors,
 
 absl::StatusOr<std::shared_ptr<Transformer>> LoadModel(const std::filesystem::path& dir,
                                                        const ModelOptions& options) {
+  if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
   absl::StatusOr<ModelConfig> config = LoadConfig(dir);
   if (!config.ok()) return config.status();
   absl::StatusOr<TensorMap> tensors = LoadSafetensorsDir(dir, options.compute_dtype);

@@ -3,31 +3,42 @@
 #ifndef LOCKSTEP_MODEL_LAYERS_H_
 #define LOCKSTEP_MODEL_LAYERS_H_
 
+#include <memory>
+
 #include <torch/torch.h>
 
+#include "model/kernels/numeric_mode.h"
 #include "model/ops.h"
 
 namespace lockstep {
 
 class LinearImpl : public torch::nn::Module {
  public:
-  LinearImpl(int64_t in_features, int64_t out_features, bool bias, torch::Dtype dtype);
-  torch::Tensor forward(const torch::Tensor& x) { return ops::Linear(x, weight, bias); }
+  LinearImpl(int64_t in_features, int64_t out_features, bool bias, torch::Dtype dtype,
+             NumericMode mode);
+  torch::Tensor forward(const torch::Tensor& x) {
+    return ops::Linear(x, weight, bias, mode_, pack_cache_.get());
+  }
 
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out] or undefined
+
+ private:
+  NumericMode mode_;
+  std::unique_ptr<kernels::LinearPackCache> pack_cache_;  // batch-invariant mode's packed weight
 };
 TORCH_MODULE(Linear);
 
 class RmsNormImpl : public torch::nn::Module {
  public:
-  RmsNormImpl(int64_t dim, double eps, torch::Dtype dtype);
-  torch::Tensor forward(const torch::Tensor& x) { return ops::RmsNorm(x, weight, eps_); }
+  RmsNormImpl(int64_t dim, double eps, torch::Dtype dtype, NumericMode mode);
+  torch::Tensor forward(const torch::Tensor& x) { return ops::RmsNorm(x, weight, eps_, mode_); }
 
   torch::Tensor weight;  // [dim]
 
  private:
   double eps_;
+  NumericMode mode_;
 };
 TORCH_MODULE(RmsNorm);
 

@@ -3,21 +3,33 @@
 #include <cmath>
 #include <limits>
 
-namespace lockstep::ops {
+#include "model/kernels/attention_ops.h"
+#include "model/kernels/elementwise_ops.h"
 
-torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight,
-                     const torch::Tensor& bias) {
+namespace lockstep::ops {
+namespace {
+
+bool Invariant(NumericMode mode) { return mode == NumericMode::kBatchInvariant; }
+
+}  // namespace
+
+torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     NumericMode mode, kernels::LinearPackCache* cache) {
+  if (Invariant(mode)) return kernels::BatchInvariantLinear(x, weight, bias, cache);
   return torch::nn::functional::linear(x, weight, bias);
 }
 
-torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,
+                      NumericMode mode) {
+  if (Invariant(mode)) return kernels::BatchInvariantRmsNorm(x, weight, eps);
   torch::Tensor xf = x.to(torch::kFloat32);
   torch::Tensor variance = xf.pow(2).mean(-1, /*keepdim=*/true);
   torch::Tensor normed = xf * torch::rsqrt(variance + eps);
   return weight * normed.to(x.scalar_type());
 }
 
-torch::Tensor SiluMul(const torch::Tensor& gate, const torch::Tensor& up) {
+torch::Tensor SiluMul(const torch::Tensor& gate, const torch::Tensor& up, NumericMode mode) {
+  if (Invariant(mode)) return kernels::BatchInvariantSiluMul(gate, up);
   return torch::silu(gate) * up;
 }
 
@@ -46,11 +58,28 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
   return out.permute({2, 0, 1, 3}).reshape({num_queries, num_heads, head_dim}).to(q.scalar_type());
 }
 
+torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& keys,
+                                const torch::Tensor& values, const torch::Tensor& key_rows,
+                                int64_t first_position, NumericMode mode) {
+  if (Invariant(mode)) {
+    return kernels::BatchInvariantAttention(q, keys, values, key_rows, first_position);
+  }
+  return CausalAttention(q, keys.index_select(0, key_rows), values.index_select(0, key_rows));
+}
+
 torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& targets,
-                             double temperature) {
+                             double temperature, NumericMode mode) {
+  if (Invariant(mode)) return kernels::BatchInvariantTargetLogProbs(logits, targets, temperature);
   torch::Tensor scaled = logits.to(torch::kFloat32);
   if (temperature != 1.0) scaled = scaled / temperature;
   return torch::log_softmax(scaled, -1).gather(1, targets.unsqueeze(1)).squeeze(1);
+}
+
+torch::Tensor LogSoftmax(const torch::Tensor& logits, double temperature, NumericMode mode) {
+  if (Invariant(mode)) return kernels::BatchInvariantLogSoftmax(logits, temperature);
+  torch::Tensor scaled = logits.to(torch::kFloat32);
+  if (temperature != 1.0) scaled = scaled / temperature;
+  return torch::log_softmax(scaled, -1);
 }
 
 }  // namespace lockstep::ops

@@ -1,6 +1,7 @@
 #include "model/simple_decoder.h"
 
 #include "absl/strings/str_cat.h"
+#include "model/ops.h"
 
 namespace lockstep {
 
@@ -42,7 +43,7 @@ absl::StatusOr<SimpleDecodeResult> DecodeGreedyOrSampled(
     if (!hidden.ok()) return hidden.status();
     torch::Tensor logits = model.Logits(Transformer::LastTokenRows(*hidden, *batch));
     const double temperature = options.temperature > 0 ? options.temperature : 1.0;
-    torch::Tensor logprobs = torch::log_softmax(logits / temperature, -1);
+    torch::Tensor logprobs = ops::LogSoftmax(logits, temperature, model.options().numeric_mode);
     torch::Tensor next = options.temperature > 0
                              ? torch::multinomial(logprobs.exp(), 1, false, generator).squeeze(1)
                              : logits.argmax(-1);

@@ -8,10 +8,12 @@ namespace lockstep {
 
 struct AttentionPlan {
   std::vector<int64_t> cu_seqlens;
-  // Paged mode only (cache == nullptr in training mode):
-  PagedKvCache* cache = nullptr;
-  torch::Tensor new_token_slots;          // [num_tokens]: flat cache slot of each new token
-  std::vector<torch::Tensor> key_slots;   // per sequence: flat slots of positions 0..last
+  std::vector<int64_t> first_positions;  // per sequence: position of its first token here
+  // Per sequence: the key/value row of each position 0..last. Training: rows of the sequence's
+  // own keys (0..length-1). Paged: flat slots of the block cache.
+  std::vector<torch::Tensor> key_rows;
+  PagedKvCache* cache = nullptr;          // paged mode only
+  torch::Tensor new_token_slots;          // paged mode: flat cache slot of each new token
 };
 
 namespace {
@@ -21,8 +23,14 @@ AttentionPlan MakePlan(const PackedBatch& batch, const AttentionContext& context
                        const std::vector<int64_t>& first_positions) {
   AttentionPlan plan;
   plan.cu_seqlens = batch.cu_seqlens;
+  plan.first_positions = first_positions;
   const auto* paged = std::get_if<PagedAttention>(&context);
-  if (paged == nullptr) return plan;
+  if (paged == nullptr) {
+    for (int64_t s = 0; s < batch.num_sequences(); ++s) {
+      plan.key_rows.push_back(torch::arange(batch.sequence_length(s), torch::kInt64));
+    }
+    return plan;
+  }
   plan.cache = paged->cache;
   const int64_t block_size = paged->cache->block_size;
   std::vector<int64_t> new_slots;
@@ -33,7 +41,7 @@ AttentionPlan MakePlan(const PackedBatch& batch, const AttentionContext& context
     std::vector<int64_t> slots(end);
     for (int64_t p = 0; p < end; ++p) slots[p] = table[p / block_size] * block_size + p % block_size;
     new_slots.insert(new_slots.end(), slots.begin() + first_positions[s], slots.end());
-    plan.key_slots.push_back(torch::tensor(slots, torch::kInt64));
+    plan.key_rows.push_back(torch::tensor(slots, torch::kInt64));
   }
   plan.new_token_slots = torch::tensor(new_slots, torch::kInt64);
   return plan;
@@ -41,20 +49,23 @@ AttentionPlan MakePlan(const PackedBatch& batch, const AttentionContext& context
 
 }  // namespace
 
-AttentionImpl::AttentionImpl(const ModelConfig& config, torch::Dtype dtype, int64_t layer_index)
+AttentionImpl::AttentionImpl(const ModelConfig& config, const ModelOptions& options,
+                             int64_t layer_index)
     : layer_index_(layer_index),
       num_heads_(config.num_attention_heads),
       num_kv_heads_(config.num_key_value_heads),
-      head_dim_(config.head_dim) {
+      head_dim_(config.head_dim),
+      mode_(options.numeric_mode) {
   const int64_t hidden = config.hidden_size;
   const bool bias = config.attention_bias;
-  q_proj = register_module("q_proj", Linear(hidden, num_heads_ * head_dim_, bias, dtype));
-  k_proj = register_module("k_proj", Linear(hidden, num_kv_heads_ * head_dim_, bias, dtype));
-  v_proj = register_module("v_proj", Linear(hidden, num_kv_heads_ * head_dim_, bias, dtype));
-  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, hidden, false, dtype));
+  const torch::Dtype dtype = options.compute_dtype;
+  q_proj = register_module("q_proj", Linear(hidden, num_heads_ * head_dim_, bias, dtype, mode_));
+  k_proj = register_module("k_proj", Linear(hidden, num_kv_heads_ * head_dim_, bias, dtype, mode_));
+  v_proj = register_module("v_proj", Linear(hidden, num_kv_heads_ * head_dim_, bias, dtype, mode_));
+  o_proj = register_module("o_proj", Linear(num_heads_ * head_dim_, hidden, false, dtype, mode_));
   if (config.HasQkNorm()) {
-    q_norm = register_module("q_norm", RmsNorm(head_dim_, config.rms_norm_eps, dtype));
-    k_norm = register_module("k_norm", RmsNorm(head_dim_, config.rms_norm_eps, dtype));
+    q_norm = register_module("q_norm", RmsNorm(head_dim_, config.rms_norm_eps, dtype, mode_));
+    k_norm = register_module("k_norm", RmsNorm(head_dim_, config.rms_norm_eps, dtype, mode_));
   }
 }
 
@@ -71,13 +82,14 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
   q = rope.Apply(q, positions);
   k = rope.Apply(k, positions);
 
-  torch::Tensor flat_keys, flat_values;
+  // Keys and values by row: the batch's own (training) or the flat block cache (paged).
+  torch::Tensor keys = k, values = v;
   if (plan.cache != nullptr) {
     torch::NoGradGuard no_grad;  // the cache is inference state, never part of a graph
-    flat_keys = plan.cache->keys[layer_index_].view({-1, num_kv_heads_, head_dim_});
-    flat_values = plan.cache->values[layer_index_].view({-1, num_kv_heads_, head_dim_});
-    flat_keys.index_copy_(0, plan.new_token_slots, k.detach());
-    flat_values.index_copy_(0, plan.new_token_slots, v.detach());
+    keys = plan.cache->keys[layer_index_].view({-1, num_kv_heads_, head_dim_});
+    values = plan.cache->values[layer_index_].view({-1, num_kv_heads_, head_dim_});
+    keys.index_copy_(0, plan.new_token_slots, k.detach());
+    values.index_copy_(0, plan.new_token_slots, v.detach());
   }
   std::vector<torch::Tensor> outputs;
   outputs.reserve(plan.cu_seqlens.size() - 1);
@@ -86,38 +98,41 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
     const int64_t length = plan.cu_seqlens[s + 1] - begin;
     torch::Tensor qs = q.narrow(0, begin, length);
     if (plan.cache == nullptr) {
-      outputs.push_back(
-          ops::CausalAttention(qs, k.narrow(0, begin, length), v.narrow(0, begin, length)));
+      outputs.push_back(ops::AttentionOverRows(qs, k.narrow(0, begin, length),
+                                               v.narrow(0, begin, length), plan.key_rows[s], 0,
+                                               mode_));
     } else {
-      outputs.push_back(ops::CausalAttention(qs, flat_keys.index_select(0, plan.key_slots[s]),
-                                             flat_values.index_select(0, plan.key_slots[s])));
+      outputs.push_back(ops::AttentionOverRows(qs, keys, values, plan.key_rows[s],
+                                               plan.first_positions[s], mode_));
     }
   }
   torch::Tensor attended = torch::cat(outputs, 0).view({num_tokens, num_heads_ * head_dim_});
   return o_proj(attended);
 }
 
-MlpImpl::MlpImpl(const ModelConfig& config, torch::Dtype dtype) {
-  gate_proj = register_module(
-      "gate_proj", Linear(config.hidden_size, config.intermediate_size, false, dtype));
-  up_proj = register_module("up_proj",
-                            Linear(config.hidden_size, config.intermediate_size, false, dtype));
-  down_proj = register_module(
-      "down_proj", Linear(config.intermediate_size, config.hidden_size, false, dtype));
+MlpImpl::MlpImpl(const ModelConfig& config, const ModelOptions& options)
+    : mode_(options.numeric_mode) {
+  const torch::Dtype dtype = options.compute_dtype;
+  const int64_t hidden = config.hidden_size, inner = config.intermediate_size;
+  gate_proj = register_module("gate_proj", Linear(hidden, inner, false, dtype, mode_));
+  up_proj = register_module("up_proj", Linear(hidden, inner, false, dtype, mode_));
+  down_proj = register_module("down_proj", Linear(inner, hidden, false, dtype, mode_));
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return down_proj(ops::SiluMul(gate_proj(x), up_proj(x)));
+  return down_proj(ops::SiluMul(gate_proj(x), up_proj(x), mode_));
 }
 
-DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, torch::Dtype dtype,
+DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const ModelOptions& options,
                                    int64_t layer_index) {
+  const torch::Dtype dtype = options.compute_dtype;
+  const NumericMode mode = options.numeric_mode;
   input_layernorm = register_module(
-      "input_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps, dtype));
-  self_attn = register_module("self_attn", Attention(config, dtype, layer_index));
+      "input_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps, dtype, mode));
+  self_attn = register_module("self_attn", Attention(config, options, layer_index));
   post_attention_layernorm = register_module(
-      "post_attention_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps, dtype));
-  mlp = register_module("mlp", Mlp(config, dtype));
+      "post_attention_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps, dtype, mode));
+  mlp = register_module("mlp", Mlp(config, options));
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const AttentionPlan& plan,
@@ -126,22 +141,38 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const AttentionP
   return h + mlp(post_attention_layernorm(h));
 }
 
-DecoderStackImpl::DecoderStackImpl(const ModelConfig& config, torch::Dtype dtype) {
+DecoderStackImpl::DecoderStackImpl(const ModelConfig& config, const ModelOptions& options) {
+  const torch::Dtype dtype = options.compute_dtype;
   embed_tokens =
       register_module("embed_tokens", Embedding(config.vocab_size, config.hidden_size, dtype));
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
-    layers->push_back(DecoderLayer(config, dtype, i));
+    layers->push_back(DecoderLayer(config, options, i));
   }
-  norm = register_module("norm", RmsNorm(config.hidden_size, config.rms_norm_eps, dtype));
+  norm = register_module(
+      "norm", RmsNorm(config.hidden_size, config.rms_norm_eps, dtype, options.numeric_mode));
+}
+
+absl::Status ValidateModelOptions(const ModelOptions& options) {
+  if (options.numeric_mode == NumericMode::kBatchInvariant &&
+      options.compute_dtype != torch::kFloat32) {
+    return absl::InvalidArgumentError(
+        "batch_invariant numeric mode needs compute dtype float32 (the CPU kernels are fp32)");
+  }
+  return absl::OkStatus();
 }
 
 Transformer::Transformer(const ModelConfig& config, const ModelOptions& options)
-    : config_(config), options_(options), rope_(config) {
-  model = register_module("model", DecoderStack(config, options.compute_dtype));
+    : config_(config),
+      options_(options),
+      rope_(config),
+      lm_head_cache_(std::make_unique<kernels::LinearPackCache>()) {
+  const absl::Status valid = ValidateModelOptions(options);
+  TORCH_CHECK(valid.ok(), std::string(valid.message()));
+  model = register_module("model", DecoderStack(config, options));
   if (!config.tie_word_embeddings) {
-    lm_head = register_module(
-        "lm_head", Linear(config.hidden_size, config.vocab_size, false, options.compute_dtype));
+    lm_head = register_module("lm_head", Linear(config.hidden_size, config.vocab_size, false,
+                                                options.compute_dtype, options.numeric_mode));
   }
 }
 
@@ -187,7 +218,8 @@ absl::StatusOr<torch::Tensor> Transformer::Hidden(const PackedBatch& batch,
 }
 
 torch::Tensor Transformer::Logits(const torch::Tensor& hidden) {
-  return ops::Linear(hidden, lm_head_weight()).to(torch::kFloat32);
+  return ops::Linear(hidden, lm_head_weight(), {}, options_.numeric_mode, lm_head_cache_.get())
+      .to(torch::kFloat32);
 }
 
 torch::Tensor Transformer::TargetLogProbs(const torch::Tensor& hidden,
@@ -198,7 +230,8 @@ torch::Tensor Transformer::TargetLogProbs(const torch::Tensor& hidden,
   for (int64_t begin = 0; begin < rows; begin += chunk) {
     const int64_t length = std::min(chunk, rows - begin);
     pieces.push_back(ops::TargetLogProbs(Logits(hidden.narrow(0, begin, length)),
-                                         targets.narrow(0, begin, length), temperature));
+                                         targets.narrow(0, begin, length), temperature,
+                                         options_.numeric_mode));
   }
   return pieces.empty() ? torch::zeros({0}, torch::kFloat32) : torch::cat(pieces, 0);
 }

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "model/attention_context.h"
 #include "model/config.h"
+#include "model/kernels/numeric_mode.h"
 #include "model/layers.h"
 #include "model/packed_batch.h"
 #include "model/rope.h"
@@ -25,15 +26,19 @@ namespace lockstep {
 
 struct ModelOptions {
   torch::Dtype compute_dtype = torch::kFloat32;  // parameters and activations
+  NumericMode numeric_mode = NumericMode::kFast;  // kBatchInvariant requires float32
   int64_t logits_chunk_tokens = 1024;            // rows of logits alive at once in log-probs
 };
+
+// OK iff `options` can run: batch-invariant mode needs compute_dtype float32.
+absl::Status ValidateModelOptions(const ModelOptions& options);
 
 // Per-forward attention bookkeeping, computed once and shared by all layers.
 struct AttentionPlan;
 
 class AttentionImpl : public torch::nn::Module {
  public:
-  AttentionImpl(const ModelConfig& config, torch::Dtype dtype, int64_t layer_index);
+  AttentionImpl(const ModelConfig& config, const ModelOptions& options, int64_t layer_index);
   torch::Tensor forward(const torch::Tensor& x, const AttentionPlan& plan, const RopeTable& rope,
                         const torch::Tensor& positions);
 
@@ -43,22 +48,26 @@ class AttentionImpl : public torch::nn::Module {
  private:
   int64_t layer_index_;
   int64_t num_heads_, num_kv_heads_, head_dim_;
+  NumericMode mode_;
 };
 TORCH_MODULE(Attention);
 
 class MlpImpl : public torch::nn::Module {
  public:
-  MlpImpl(const ModelConfig& config, torch::Dtype dtype);
+  MlpImpl(const ModelConfig& config, const ModelOptions& options);
   // down(silu(gate(x)) * up(x))
   torch::Tensor forward(const torch::Tensor& x);
 
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
+
+ private:
+  NumericMode mode_;
 };
 TORCH_MODULE(Mlp);
 
 class DecoderLayerImpl : public torch::nn::Module {
  public:
-  DecoderLayerImpl(const ModelConfig& config, torch::Dtype dtype, int64_t layer_index);
+  DecoderLayerImpl(const ModelConfig& config, const ModelOptions& options, int64_t layer_index);
   torch::Tensor forward(const torch::Tensor& x, const AttentionPlan& plan, const RopeTable& rope,
                         const torch::Tensor& positions);
 
@@ -71,7 +80,7 @@ TORCH_MODULE(DecoderLayer);
 // The `model.` prefix of the Hugging Face names.
 class DecoderStackImpl : public torch::nn::Module {
  public:
-  DecoderStackImpl(const ModelConfig& config, torch::Dtype dtype);
+  DecoderStackImpl(const ModelConfig& config, const ModelOptions& options);
 
   Embedding embed_tokens{nullptr};
   torch::nn::ModuleList layers{nullptr};
@@ -81,6 +90,8 @@ TORCH_MODULE(DecoderStack);
 
 class Transformer : public torch::nn::Module {
  public:
+  // Throws c10::Error if options are unsupported (batch-invariant mode needs float32); use
+  // ValidateModelOptions first to get a Status.
   Transformer(const ModelConfig& config, const ModelOptions& options = {});
 
   // Final-normed hidden states [num_tokens, hidden_size] for the packed batch. In paged mode the
@@ -113,6 +124,8 @@ class Transformer : public torch::nn::Module {
   ModelConfig config_;
   ModelOptions options_;
   RopeTable rope_;
+  // Packed LM head for batch-invariant mode (the head may be the tied embedding matrix).
+  std::unique_ptr<kernels::LinearPackCache> lm_head_cache_;
 };
 
 }  // namespace lockstep

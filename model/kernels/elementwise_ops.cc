@@ -1,0 +1,127 @@
+#include "model/kernels/elementwise_ops.h"
+
+#include <ATen/Parallel.h>
+
+#include "model/kernels/log_softmax_cpu.h"
+#include "model/kernels/recompute_backward.h"
+#include "model/kernels/rms_norm_cpu.h"
+#include "model/kernels/silu_mul_cpu.h"
+
+namespace lockstep::kernels {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+// Rows per parallel task: enough work per task to amortise scheduling, any value is correct.
+constexpr int64_t kRowGrain = 4;
+constexpr int64_t kElementGrain = 1 << 14;
+
+void CheckFloat(const torch::Tensor& t, const char* what) {
+  TORCH_CHECK(t.scalar_type() == torch::kFloat32, "batch-invariant ", what, " needs float32");
+}
+
+torch::Tensor FastRmsNorm(const std::vector<torch::Tensor>& in, double eps) {
+  torch::Tensor variance = in[0].pow(2).mean(-1, /*keepdim=*/true);
+  return in[1] * (in[0] * torch::rsqrt(variance + eps));
+}
+
+struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor weight,
+                               double eps) {
+    ctx->save_for_backward({x, weight});
+    ctx->saved_data["eps"] = eps;
+    torch::Tensor xc = x.contiguous();
+    torch::Tensor wc = weight.contiguous();
+    torch::Tensor y = torch::empty_like(xc);
+    const int64_t dim = x.size(-1);
+    at::parallel_for(0, xc.numel() / dim, kRowGrain, [&](int64_t begin, int64_t end) {
+      RmsNormRows(xc.data_ptr<float>(), wc.data_ptr<float>(), y.data_ptr<float>(), dim, eps,
+                  begin, end);
+    });
+    return y;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const double eps = ctx->saved_data["eps"].toDouble();
+    auto g = RecomputeBackward([eps](const auto& in) { return FastRmsNorm(in, eps); },
+                               ctx->get_saved_variables(), grads[0]);
+    return {g[0], g[1], torch::Tensor()};
+  }
+};
+
+struct SiluMulFunction : public torch::autograd::Function<SiluMulFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor gate, torch::Tensor up) {
+    ctx->save_for_backward({gate, up});
+    torch::Tensor g = gate.contiguous();
+    torch::Tensor u = up.contiguous();
+    torch::Tensor out = torch::empty_like(g);
+    at::parallel_for(0, g.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+      SiluMul(g.data_ptr<float>(), u.data_ptr<float>(), out.data_ptr<float>(), begin, end);
+    });
+    return out;
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    auto g = RecomputeBackward([](const auto& in) { return torch::silu(in[0]) * in[1]; },
+                               ctx->get_saved_variables(), grads[0]);
+    return {g[0], g[1]};
+  }
+};
+
+struct TargetLogProbsFunction : public torch::autograd::Function<TargetLogProbsFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor targets,
+                               double temperature) {
+    ctx->save_for_backward({logits, targets});
+    ctx->saved_data["temperature"] = temperature;
+    torch::Tensor l = logits.contiguous();
+    torch::Tensor t = targets.contiguous();
+    torch::Tensor out = torch::empty({l.size(0)}, l.options());
+    const int64_t vocab = l.size(1);
+    at::parallel_for(0, l.size(0), 1, [&](int64_t begin, int64_t end) {
+      TargetLogProbsRows(l.data_ptr<float>(), t.data_ptr<int64_t>(), out.data_ptr<float>(),
+                         vocab, static_cast<float>(temperature), begin, end);
+    });
+    return out;
+  }
+  // d/dlogits = g * (onehot(target) - softmax(logits / T)) / T
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const double temperature = ctx->saved_data["temperature"].toDouble();
+    const auto saved = ctx->get_saved_variables();
+    torch::Tensor probs = torch::softmax(saved[0] / temperature, -1);
+    torch::Tensor grad = -probs;
+    grad.scatter_add_(1, saved[1].unsqueeze(1), torch::ones({probs.size(0), 1}, probs.options()));
+    return {grad * (grads[0].unsqueeze(1) / temperature), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor BatchInvariantRmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
+                                    double eps) {
+  CheckFloat(x, "RMSNorm");
+  return RmsNormFunction::apply(x, weight, eps);
+}
+
+torch::Tensor BatchInvariantSiluMul(const torch::Tensor& gate, const torch::Tensor& up) {
+  CheckFloat(gate, "SiLU");
+  return SiluMulFunction::apply(gate, up);
+}
+
+torch::Tensor BatchInvariantTargetLogProbs(const torch::Tensor& logits,
+                                           const torch::Tensor& targets, double temperature) {
+  CheckFloat(logits, "log-softmax");
+  return TargetLogProbsFunction::apply(logits, targets, temperature);
+}
+
+torch::Tensor BatchInvariantLogSoftmax(const torch::Tensor& logits, double temperature) {
+  CheckFloat(logits, "log-softmax");
+  torch::Tensor l = logits.contiguous();
+  torch::Tensor out = torch::empty_like(l);
+  const int64_t vocab = l.size(-1);
+  at::parallel_for(0, l.numel() / vocab, 1, [&](int64_t begin, int64_t end) {
+    LogSoftmaxRows(l.data_ptr<float>(), out.data_ptr<float>(), vocab,
+                   static_cast<float>(temperature), begin, end);
+  });
+  return out;
+}
+
+}  // namespace lockstep::kernels

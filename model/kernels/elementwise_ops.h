@@ -1,0 +1,28 @@
+// LibTorch glue for the batch-invariant row and element kernels: RMSNorm (rms_norm_cpu.h),
+// SiLU·mul (silu_mul_cpu.h), log-softmax (log_softmax_cpu.h). Each is differentiable; the
+// backward differentiates the fast-mode formula (recompute_backward.h).
+#ifndef LOCKSTEP_MODEL_KERNELS_ELEMENTWISE_OPS_H_
+#define LOCKSTEP_MODEL_KERNELS_ELEMENTWISE_OPS_H_
+
+#include <torch/torch.h>
+
+namespace lockstep::kernels {
+
+// Hugging Face RMSNorm over the last dimension. x, weight: float32.
+torch::Tensor BatchInvariantRmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
+                                    double eps);
+
+// silu(gate) * up. gate, up: float32, same shape.
+torch::Tensor BatchInvariantSiluMul(const torch::Tensor& gate, const torch::Tensor& up);
+
+// log_softmax(logits / temperature)[i, targets[i]]: [rows] float32. logits: [rows, vocab].
+torch::Tensor BatchInvariantTargetLogProbs(const torch::Tensor& logits,
+                                           const torch::Tensor& targets, double temperature);
+
+// log_softmax(logits / temperature) over the last dimension, bit-identical to the values of
+// BatchInvariantTargetLogProbs (for sampling). Not differentiable.
+torch::Tensor BatchInvariantLogSoftmax(const torch::Tensor& logits, double temperature);
+
+}  // namespace lockstep::kernels
+
+#endif  // LOCKSTEP_MODEL_KERNELS_ELEMENTWISE_OPS_H_
