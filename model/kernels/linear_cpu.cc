@@ -180,12 +180,28 @@ struct Isa {
   std::array<int, kMaxRows + 1> panels_for_rows;  // [rows], rows <= main_rows
 };
 
+// 8 x 48 main tile: 24 accumulators, 3 W loads + 8 broadcasts per 24 FMAs. Fewer rows take more
+// panels at once (so M = 1 still runs 8 independent chains) in groups that divide the 8-panel
+// decode tile.
 constexpr Isa kAvx512Isa{LinearKernel::kAvx512, &kAvx512Table, 8, 3,
-                         {0, 8, 8, 8, 6, 5, 4, 3, 3, 3, 2, 2, 2, 2, 2}};
+                         {0, 8, 8, 8, 4, 4, 4, 4, 3, 2, 2, 2, 2, 2, 2}};
+// The classic Haswell 6 x 16 tile: 12 accumulators, 2 W loads + 6 broadcasts per 12 FMAs.
 constexpr Isa kAvx2Isa{LinearKernel::kAvx2, &kAvx2Table, 6, 1,
                        {0, 4, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}};
 constexpr Isa kPortableIsa{LinearKernel::kPortable, nullptr, 8, 3,
-                           {0, 8, 8, 8, 6, 5, 4, 3, 3, 3, 2, 2, 2, 2, 2}};
+                           {0, 8, 8, 8, 4, 4, 4, 4, 3, 2, 2, 2, 2, 2, 2}};
+
+// Every (rows, panels) shape ComputeTile can ask of a family has a kernel in its table.
+constexpr bool CoversAllShapes(const Isa& isa) {
+  for (int rows = 1; rows <= isa.main_rows; ++rows) {
+    const int max_panels = std::max(isa.panels_for_rows[rows], isa.main_panels);
+    for (int panels = 1; panels <= max_panels; ++panels) {
+      if ((*isa.table)[rows - 1][panels - 1] == nullptr) return false;
+    }
+  }
+  return true;
+}
+static_assert(CoversAllShapes(kAvx512Isa) && CoversAllShapes(kAvx2Isa));
 
 const Isa& DetectIsa() {
   __builtin_cpu_init();
@@ -212,19 +228,30 @@ struct Tiling {
   int64_t num_panel_blocks;
 };
 
+// Decode-sized M (<= 16): one row block, tiles of 8 panels (128 columns). Larger M: blocks of 96
+// rows x 12 panels (192 columns; at K = 1024 a 3-panel group is 192 KB and the row block 384 KB, so
+// both stay in the 1 MB L2 while the group's rows stream). Either way the panel block is halved
+// (down to one register-tile group) while there are fewer than kMinTiles tiles, so that 2..16
+// threads all get work.
+constexpr int64_t kSmallRows = 16;
+constexpr int64_t kSmallPanelBlock = 8, kSmallMinPanelBlock = 4;
+constexpr int64_t kRowBlock = 96, kPanelBlock = 12, kMinPanelBlock = 3;
+constexpr int64_t kMinTiles = 16;
+
 Tiling ChooseTiling(int64_t rows, int64_t out_features) {
-  Tiling tiling;
   const int64_t num_panels = NumPanels(out_features);
-  if (rows <= 16) {  // decode-sized: one row block, split over columns
-    tiling.row_block = std::max<int64_t>(rows, 1);
-    tiling.panel_block = 4;
-  } else {
-    tiling.row_block = 96;
-    tiling.panel_block = 6;
-  }
-  tiling.panel_block = std::min(tiling.panel_block, std::max<int64_t>(num_panels, 1));
+  const bool small = rows <= kSmallRows;
+  Tiling tiling;
+  tiling.row_block = small ? std::max<int64_t>(rows, 1) : kRowBlock;
+  tiling.panel_block = small ? kSmallPanelBlock : kPanelBlock;
+  const int64_t min_panel_block = small ? kSmallMinPanelBlock : kMinPanelBlock;
   tiling.num_row_blocks = (rows + tiling.row_block - 1) / tiling.row_block;
-  tiling.num_panel_blocks = (num_panels + tiling.panel_block - 1) / tiling.panel_block;
+  auto num_panel_blocks = [&] { return (num_panels + tiling.panel_block - 1) / tiling.panel_block; };
+  while (tiling.num_row_blocks * num_panel_blocks() < kMinTiles &&
+         tiling.panel_block / 2 >= min_panel_block) {
+    tiling.panel_block /= 2;
+  }
+  tiling.num_panel_blocks = num_panel_blocks();
   return tiling;
 }
 
