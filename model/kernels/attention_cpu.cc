@@ -21,6 +21,7 @@
 // (key_rows), or on the SIMD level.
 #include "model/kernels/attention_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -239,6 +240,16 @@ LOCKSTEP_TARGET_AVX512 void WeightedValuesAvx512Chunk(const ItemArgs& a,
   for (; j + 2 <= a.num_keys; j += 2) {
     const float* v0 = a.values + a.key_rows[j] * a.stride + i0;
     const float* v1 = a.values + a.key_rows[j + 1] * a.stride + i0;
+    if (j + 9 < a.num_keys) {  // scattered paged rows: fetch 8 keys ahead
+      const char* p0 = reinterpret_cast<const char*>(
+          a.values + a.key_rows[j + 8] * a.stride + i0);
+      const char* p1 = reinterpret_cast<const char*>(
+          a.values + a.key_rows[j + 9] * a.stride + i0);
+      for (int b = 0; b < kVecs * 64; b += 64) {
+        _mm_prefetch(p0 + b, _MM_HINT_T0);
+        _mm_prefetch(p1 + b, _MM_HINT_T0);
+      }
+    }
     const __m512 e0 = _mm512_set1_ps(a.scores[j]);
     const __m512 e1 = _mm512_set1_ps(a.scores[j + 1]);
     for (int k = 0; k < kVecs; ++k) {
@@ -295,8 +306,81 @@ LOCKSTEP_TARGET_AVX2 void AttendAvx2(const ItemArgs& a) {
   WeightedValuesAvx2(a, l);
 }
 
+// The canonical tree (lanes l + l+8, then +4, +2, +1) of 16 keys' 16-lane
+// accumulators at once: each step adds the same lane pairs as DotAvx512's
+// per-key tree, but two to eight keys share one shuffle and add. Returns the 16
+// dot products in key order.
+LOCKSTEP_TARGET_AVX512 __m512 ReduceSixteenDots(const __m512* acc) {
+  // Step 8: [A0-7 | B0-7] + [A8-15 | B8-15] per pair (a, b) = (2k, 2k+1).
+  __m512 r8[8];
+  for (int k = 0; k < 8; ++k) {
+    const __m512 lo =
+        _mm512_shuffle_f32x4(acc[2 * k], acc[2 * k + 1], 0x44);  // A0 A1 B0 B1
+    const __m512 hi =
+        _mm512_shuffle_f32x4(acc[2 * k], acc[2 * k + 1], 0xEE);  // A2 A3 B2 B3
+    r8[k] = _mm512_add_ps(lo, hi);
+  }
+  // Step 4: 128-bit blocks [A'0-3, A'4-7, B'0-3, B'4-7] -> [A'', B'', C'', D'']
+  // (4 lanes each).
+  __m512 r4[4];
+  for (int k = 0; k < 4; ++k) {
+    const __m512 lo =
+        _mm512_shuffle_f32x4(r8[2 * k], r8[2 * k + 1], 0x88);  // blocks 0,2,0,2
+    const __m512 hi =
+        _mm512_shuffle_f32x4(r8[2 * k], r8[2 * k + 1], 0xDD);  // blocks 1,3,1,3
+    r4[k] = _mm512_add_ps(lo, hi);
+  }
+  // Step 2 (within 128-bit blocks): [x0 x1 x2 x3], [y0 y1 y2 y3] -> [x0+x2,
+  // x1+x3, y0+y2, y1+y3].
+  __m512 r2[2];
+  for (int k = 0; k < 2; ++k) {
+    const __m512 lo = _mm512_shuffle_ps(r4[2 * k], r4[2 * k + 1], 0x44);
+    const __m512 hi = _mm512_shuffle_ps(r4[2 * k], r4[2 * k + 1], 0xEE);
+    r2[k] = _mm512_add_ps(lo, hi);
+  }
+  // Step 1: [x0 x1 y0 y1], [z0 z1 w0 w1] -> [x0+x1, y0+y1, z0+z1, w0+w1].
+  const __m512 lo = _mm512_shuffle_ps(r2[0], r2[1], 0x88);
+  const __m512 hi = _mm512_shuffle_ps(r2[0], r2[1], 0xDD);
+  const __m512 dots = _mm512_add_ps(lo, hi);
+  // Lane 4 * block + pos holds key 4 * pos + block (keys a..p laid out as
+  // traced above).
+  const __m512i order =
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, dots);
+}
+
+// Scores of keys [j0, j0 + 16), d a multiple of 16.
+LOCKSTEP_TARGET_AVX512 void SixteenScoresAvx512(const ItemArgs& a, int64_t j0) {
+  const float* k[16];
+  for (int kk = 0; kk < 16; ++kk)
+    k[kk] = a.keys + a.key_rows[j0 + kk] * a.stride;
+  // Paged rows are scattered: prefetch the next block's rows (no effect on the
+  // arithmetic).
+  const int64_t next_end = std::min(a.num_keys, j0 + 32);
+  for (int64_t j = j0 + 16; j < next_end; ++j) {
+    const char* row =
+        reinterpret_cast<const char*>(a.keys + a.key_rows[j] * a.stride);
+    for (int64_t b = 0; b < a.d * 4; b += 64)
+      _mm_prefetch(row + b, _MM_HINT_T0);
+  }
+  __m512 acc[16];
+  for (int kk = 0; kk < 16; ++kk) acc[kk] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < a.d; i += kLanes) {
+    const __m512 q = _mm512_loadu_ps(a.q + i);
+    for (int kk = 0; kk < 16; ++kk) {
+      acc[kk] = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[kk] + i), acc[kk]);
+    }
+  }
+  const __m512 dots = ReduceSixteenDots(acc);
+  _mm512_storeu_ps(a.scores + j0, _mm512_mul_ps(dots, _mm512_set1_ps(a.scale)));
+}
+
 LOCKSTEP_TARGET_AVX512 void AttendAvx512(const ItemArgs& a) {
-  for (int64_t j = 0; j < a.num_keys; ++j) {
+  int64_t j = 0;
+  if (a.d % kLanes == 0) {
+    for (; j + 16 <= a.num_keys; j += 16) SixteenScoresAvx512(a, j);
+  }
+  for (; j < a.num_keys; ++j) {
     a.scores[j] =
         DotAvx512(a.q, a.keys + a.key_rows[j] * a.stride, a.d) * a.scale;
   }
