@@ -24,6 +24,7 @@ struct ForwardFlags {
   double temperature = 0.0;
   uint64_t seed = 0;
   int threads = 0;
+  std::string mode = "fast";
 };
 
 void PrintTopK(const torch::Tensor& logits, const PackedBatch& batch, int top_k) {
@@ -51,7 +52,9 @@ absl::Status RunForward(const ForwardFlags& flags) {
     if (!ids.ok()) return absl::InvalidArgumentError(absl::StrCat("--tokens: ", ids.status().message()));
     sequences.push_back(*std::move(ids));
   }
-  absl::StatusOr<std::shared_ptr<Transformer>> model = LoadModel(flags.model_dir);
+  ModelOptions options;
+  options.numeric_mode = *ParseNumericMode(flags.mode);  // CLI11 checked the name
+  absl::StatusOr<std::shared_ptr<Transformer>> model = LoadModel(flags.model_dir, options);
   if (!model.ok()) return model.status();
   absl::StatusOr<PackedBatch> batch = PackSequences(sequences);
   if (!batch.ok()) return batch.status();
@@ -115,6 +118,9 @@ void AddForwardCommand(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--seed", flags->seed, "Sampling seed")->capture_default_str();
   command->add_option("--threads", flags->threads, "Intra-op threads (0 = LibTorch default)");
+  command->add_option("--mode", flags->mode, "Numeric mode")
+      ->check(CLI::IsMember({"fast", "batch_invariant"}))
+      ->capture_default_str();
   command->callback([flags] { ExitOnError(RunForward(*flags)); });
 }
 

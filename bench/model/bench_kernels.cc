@@ -1,0 +1,148 @@
+// bench_kernels: batch-invariant kernels against stock LibTorch, side by side in one run.
+//   build/bench/bench_kernels [--json FILE] [--seconds 1] [--threads 0] [--skip-model]
+// Linear GFLOP/s at M in {1, 8, 64, 512} with K = N = 1024 and at the base preset's shapes,
+// attention decode, and whole-model forward and decode tokens/s in both numeric modes.
+// Ratios are batch-invariant / stock (higher is better, 1.0 = parity of speed).
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "bench/model/throughput.h"
+#include "model/checkpoint.h"
+#include "model/kernels/linear_cpu.h"
+#include "model/kernels/linear_ops.h"
+#include "model/ops.h"
+#include "nlohmann/json.hpp"
+
+namespace lockstep::bench {
+namespace {
+
+struct LinearFigures {
+  double stock_gflops, invariant_gflops;
+  double ratio() const { return invariant_gflops / stock_gflops; }
+};
+
+LinearFigures MeasureLinear(int64_t m, int64_t k, int64_t n, double seconds) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = torch::randn({m, k});
+  torch::Tensor w = torch::randn({n, k}) / std::sqrt(static_cast<double>(k));
+  kernels::LinearPackCache cache;  // packed once, as per weight version in the model
+  const double flops = 2.0 * m * k * n;
+  const double stock = TimePerCall([&] { torch::nn::functional::linear(x, w); }, seconds);
+  const double invariant =
+      TimePerCall([&] { kernels::BatchInvariantLinear(x, w, {}, &cache); }, seconds);
+  return {flops / stock / 1e9, flops / invariant / 1e9};
+}
+
+// One decode step's attention for `batch` sequences at `context` keys in a block cache.
+std::pair<double, double> MeasureAttentionDecode(int64_t batch, int64_t context, int64_t heads,
+                                                 int64_t kv_heads, int64_t head_dim,
+                                                 double seconds) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor cache_keys = torch::randn({batch * context, kv_heads, head_dim});
+  torch::Tensor cache_values = torch::randn({batch * context, kv_heads, head_dim});
+  torch::Tensor q = torch::randn({batch, heads, head_dim});
+  std::vector<torch::Tensor> rows;
+  for (int64_t s = 0; s < batch; ++s) {
+    rows.push_back(torch::randperm(batch * context, torch::kInt64).narrow(0, 0, context));
+  }
+  auto run = [&](NumericMode mode) {
+    for (int64_t s = 0; s < batch; ++s) {
+      ops::AttentionOverRows(q.narrow(0, s, 1), cache_keys, cache_values, rows[s], context - 1,
+                             mode);
+    }
+  };
+  const double fast = TimePerCall([&] { run(NumericMode::kFast); }, seconds);
+  const double invariant = TimePerCall([&] { run(NumericMode::kBatchInvariant); }, seconds);
+  return {fast, invariant};
+}
+
+}  // namespace
+}  // namespace lockstep::bench
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  using namespace lockstep::bench;
+  CLI::App app{"bench_kernels: batch-invariant kernels vs stock LibTorch"};
+  std::string json_path;
+  double seconds = 1.0;
+  int threads = 0;
+  bool skip_model = false;
+  app.add_option("--json", json_path, "Write results as JSON here");
+  app.add_option("--seconds", seconds, "Minimum timed seconds per figure")->capture_default_str();
+  app.add_option("--threads", threads, "Intra-op threads (0 = LibTorch default)");
+  app.add_flag("--skip-model", skip_model, "Skip the whole-model figures");
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) torch::set_num_threads(threads);
+  std::printf("bench_kernels: %d threads, linear micro-kernel %s\n", torch::get_num_threads(),
+              kernels::LinearKernelName());
+  nlohmann::json json = {{"threads", torch::get_num_threads()},
+                         {"linear_kernel", kernels::LinearKernelName()}};
+
+  std::printf("  %-34s %12s %12s %8s\n", "linear (M x K x N)", "stock GF/s", "invar GF/s",
+              "ratio");
+  auto report_linear = [&](int64_t m, int64_t k, int64_t n, const std::string& key) {
+    LinearFigures f = MeasureLinear(m, k, n, seconds);
+    const std::string label = std::to_string(m) + " x " + std::to_string(k) + " x " +
+                              std::to_string(n);
+    std::printf("  %-34s %12.1f %12.1f %8.3f\n", label.c_str(), f.stock_gflops,
+                f.invariant_gflops, f.ratio());
+    std::fflush(stdout);
+    json[key] = f.ratio();
+    json["linear"][label] = {{"stock_gflops", f.stock_gflops},
+                             {"invariant_gflops", f.invariant_gflops}};
+  };
+  for (int64_t m : {1, 8, 64, 512}) {
+    report_linear(m, 1024, 1024, "linear_ratio_m" + std::to_string(m));
+  }
+  // Base preset shapes: q/o, k/v, gate/up, down, LM head; decode (M=8) and prefill (M=512) rows.
+  const std::pair<int64_t, int64_t> base_shapes[] = {
+      {768, 768}, {768, 256}, {768, 2048}, {2048, 768}, {768, 32000}};
+  for (int64_t m : {8, 512}) {
+    for (const auto& [k, n] : base_shapes) {
+      report_linear(m, k, n,
+                    "linear_ratio_base_m" + std::to_string(m) + "_" + std::to_string(k) + "x" +
+                        std::to_string(n));
+    }
+  }
+
+  const auto [attention_fast, attention_invariant] =
+      MeasureAttentionDecode(8, 512, 12, 4, 64, seconds);
+  std::printf("  %-34s %12.3f %12.3f %8.3f\n", "attention decode 8 x ctx 512 (ms)",
+              attention_fast * 1e3, attention_invariant * 1e3,
+              attention_fast / attention_invariant);
+  json["attention_decode_ms_fast"] = attention_fast * 1e3;
+  json["attention_decode_ms_invariant"] = attention_invariant * 1e3;
+  json["attention_decode_ratio"] = attention_fast / attention_invariant;
+
+  if (!skip_model) {
+    absl::StatusOr<ModelConfig> config = PresetConfig(Architecture::kQwen3, "base");
+    std::printf("  %-34s %12s %12s %8s\n", "base model (tokens/s)", "fast", "invariant",
+                "ratio");
+    double figures[2][2];
+    for (int i = 0; i < 2; ++i) {
+      ModelOptions options;
+      options.numeric_mode = i == 0 ? NumericMode::kFast : NumericMode::kBatchInvariant;
+      auto model = CreateRandomModel(*config, /*seed=*/0, options);
+      figures[i][0] = ForwardTokensPerSecond(*model, 8, 256, seconds);
+      figures[i][1] = DecodeTokensPerSecond(*model, 8, 128, 32);
+    }
+    std::printf("  %-34s %12.1f %12.1f %8.3f\n", "forward 8 x 256 (training path)",
+                figures[0][0], figures[1][0], figures[1][0] / figures[0][0]);
+    std::printf("  %-34s %12.1f %12.1f %8.3f\n", "decode batch 8, ctx 128 (paged)",
+                figures[0][1], figures[1][1], figures[1][1] / figures[0][1]);
+    json["forward_tokens_per_s_fast"] = figures[0][0];
+    json["forward_tokens_per_s_invariant"] = figures[1][0];
+    json["decode_tokens_per_s_fast"] = figures[0][1];
+    json["decode_tokens_per_s_invariant"] = figures[1][1];
+    json["forward_ratio"] = figures[1][0] / figures[0][0];
+    json["decode_ratio"] = figures[1][1] / figures[0][1];
+  }
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << json.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}

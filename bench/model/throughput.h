@@ -1,0 +1,30 @@
+// Throughput measurements shared by the benchmark programs: a timing loop and whole-model
+// forward (training path) and decode (paged path) tokens per second.
+#ifndef LOCKSTEP_BENCH_MODEL_THROUGHPUT_H_
+#define LOCKSTEP_BENCH_MODEL_THROUGHPUT_H_
+
+#include <functional>
+
+#include "model/transformer.h"
+
+namespace lockstep::bench {
+
+// Runs `body` once to warm up, then until `seconds` have passed (at least twice); returns the
+// fastest call's seconds.
+double TimePerCall(const std::function<void()>& body, double seconds);
+
+// GFLOP/s of a [512 x 1024] x [1024 x 1024] LibTorch matmul (the BLAS reference figure).
+double BlasGflops(double seconds);
+
+// Training-path forward plus target log-probs over batch_size sequences of seq_len tokens.
+double ForwardTokensPerSecond(Transformer& model, int64_t batch_size, int64_t seq_len,
+                              double seconds);
+
+// Paged decode: batch_size sequences prefilled to `context` tokens, then `steps` steps of one
+// token per sequence (logits of the new rows and argmax included). Tokens per second.
+double DecodeTokensPerSecond(Transformer& model, int64_t batch_size, int64_t context,
+                             int64_t steps);
+
+}  // namespace lockstep::bench
+
+#endif  // LOCKSTEP_BENCH_MODEL_THROUGHPUT_H_
