@@ -231,57 +231,10 @@ LOCKSTEP_TARGET_AVX2 void WeightedValuesAvx2Chunk(const ItemArgs& a, int64_t i0,
   }
 }
 
-template <int kVecs>
-LOCKSTEP_TARGET_AVX512 void WeightedValuesAvx512Chunk(const ItemArgs& a,
-                                                      int64_t i0, float l) {
-  __m512 even[kVecs], odd[kVecs];
-  for (int k = 0; k < kVecs; ++k) even[k] = odd[k] = _mm512_setzero_ps();
-  int64_t j = 0;
-  for (; j + 2 <= a.num_keys; j += 2) {
-    const float* v0 = a.values + a.key_rows[j] * a.stride + i0;
-    const float* v1 = a.values + a.key_rows[j + 1] * a.stride + i0;
-    if (j + 9 < a.num_keys) {  // scattered paged rows: fetch 8 keys ahead
-      const char* p0 = reinterpret_cast<const char*>(
-          a.values + a.key_rows[j + 8] * a.stride + i0);
-      const char* p1 = reinterpret_cast<const char*>(
-          a.values + a.key_rows[j + 9] * a.stride + i0);
-      for (int b = 0; b < kVecs * 64; b += 64) {
-        _mm_prefetch(p0 + b, _MM_HINT_T0);
-        _mm_prefetch(p1 + b, _MM_HINT_T0);
-      }
-    }
-    const __m512 e0 = _mm512_set1_ps(a.scores[j]);
-    const __m512 e1 = _mm512_set1_ps(a.scores[j + 1]);
-    for (int k = 0; k < kVecs; ++k) {
-      even[k] = _mm512_fmadd_ps(e0, _mm512_loadu_ps(v0 + 16 * k), even[k]);
-      odd[k] = _mm512_fmadd_ps(e1, _mm512_loadu_ps(v1 + 16 * k), odd[k]);
-    }
-  }
-  if (j < a.num_keys) {
-    const float* v0 = a.values + a.key_rows[j] * a.stride + i0;
-    const __m512 e0 = _mm512_set1_ps(a.scores[j]);
-    for (int k = 0; k < kVecs; ++k) {
-      even[k] = _mm512_fmadd_ps(e0, _mm512_loadu_ps(v0 + 16 * k), even[k]);
-    }
-  }
-  const __m512 vl = _mm512_set1_ps(l);
-  for (int k = 0; k < kVecs; ++k) {
-    _mm512_storeu_ps(a.out + i0 + 16 * k,
-                     _mm512_div_ps(_mm512_add_ps(even[k], odd[k]), vl));
-  }
-}
-
 LOCKSTEP_TARGET_AVX2 void WeightedValuesAvx2(const ItemArgs& a, float l) {
   int64_t i = 0;
   for (; i + 32 <= a.d; i += 32) WeightedValuesAvx2Chunk<4>(a, i, l);
   for (; i + 8 <= a.d; i += 8) WeightedValuesAvx2Chunk<1>(a, i, l);
-  WeightedValuesScalar(a, i, a.d, l);
-}
-
-LOCKSTEP_TARGET_AVX512 void WeightedValuesAvx512(const ItemArgs& a, float l) {
-  int64_t i = 0;
-  for (; i + 64 <= a.d; i += 64) WeightedValuesAvx512Chunk<4>(a, i, l);
-  for (; i + 16 <= a.d; i += 16) WeightedValuesAvx512Chunk<1>(a, i, l);
   WeightedValuesScalar(a, i, a.d, l);
 }
 
@@ -349,43 +302,173 @@ LOCKSTEP_TARGET_AVX512 __m512 ReduceSixteenDots(const __m512* acc) {
   return _mm512_permutexvar_ps(order, dots);
 }
 
-// Scores of keys [j0, j0 + 16), d a multiple of 16.
-LOCKSTEP_TARGET_AVX512 void SixteenScoresAvx512(const ItemArgs& a, int64_t j0) {
-  const float* k[16];
-  for (int kk = 0; kk < 16; ++kk)
-    k[kk] = a.keys + a.key_rows[j0 + kk] * a.stride;
-  // Paged rows are scattered: prefetch the next block's rows (no effect on the
-  // arithmetic).
-  const int64_t next_end = std::min(a.num_keys, j0 + 32);
-  for (int64_t j = j0 + 16; j < next_end; ++j) {
-    const char* row =
-        reinterpret_cast<const char*>(a.keys + a.key_rows[j] * a.stride);
-    for (int64_t b = 0; b < a.d * 4; b += 64)
-      _mm_prefetch(row + b, _MM_HINT_T0);
-  }
+// Scores of 16 keys (rows k[0..15]) for one head, d a multiple of 16.
+LOCKSTEP_TARGET_AVX512 void SixteenScoresAvx512(const float* const* k,
+                                                const float* q, int64_t d,
+                                                float scale, float* scores) {
   __m512 acc[16];
   for (int kk = 0; kk < 16; ++kk) acc[kk] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < a.d; i += kLanes) {
-    const __m512 q = _mm512_loadu_ps(a.q + i);
+  for (int64_t i = 0; i < d; i += kLanes) {
+    const __m512 qi = _mm512_loadu_ps(q + i);
     for (int kk = 0; kk < 16; ++kk) {
-      acc[kk] = _mm512_fmadd_ps(q, _mm512_loadu_ps(k[kk] + i), acc[kk]);
+      acc[kk] = _mm512_fmadd_ps(qi, _mm512_loadu_ps(k[kk] + i), acc[kk]);
     }
   }
-  const __m512 dots = ReduceSixteenDots(acc);
-  _mm512_storeu_ps(a.scores + j0, _mm512_mul_ps(dots, _mm512_set1_ps(a.scale)));
+  _mm512_storeu_ps(
+      scores, _mm512_mul_ps(ReduceSixteenDots(acc), _mm512_set1_ps(scale)));
 }
 
-LOCKSTEP_TARGET_AVX512 void AttendAvx512(const ItemArgs& a) {
+// Adds keys [0, n) of one key block (rows v[t] + i0, weights e[t]) into one
+// head's even/odd accumulators for dims [i0, i0 + 16 * kVecs). The block
+// starts at an even key index, so local parity is the global parity.
+template <int kVecs>
+LOCKSTEP_TARGET_AVX512 void ValueBlockAvx512(const float* const* v, int64_t i0,
+                                             const float* e, int64_t n,
+                                             float* even_acc, float* odd_acc) {
+  __m512 even[kVecs], odd[kVecs];
+  for (int k = 0; k < kVecs; ++k) {
+    even[k] = _mm512_loadu_ps(even_acc + 16 * k);
+    odd[k] = _mm512_loadu_ps(odd_acc + 16 * k);
+  }
+  int64_t t = 0;
+  for (; t + 2 <= n; t += 2) {
+    const __m512 e0 = _mm512_set1_ps(e[t]);
+    const __m512 e1 = _mm512_set1_ps(e[t + 1]);
+    for (int k = 0; k < kVecs; ++k) {
+      even[k] =
+          _mm512_fmadd_ps(e0, _mm512_loadu_ps(v[t] + i0 + 16 * k), even[k]);
+      odd[k] =
+          _mm512_fmadd_ps(e1, _mm512_loadu_ps(v[t + 1] + i0 + 16 * k), odd[k]);
+    }
+  }
+  if (t < n) {
+    const __m512 e0 = _mm512_set1_ps(e[t]);
+    for (int k = 0; k < kVecs; ++k) {
+      even[k] =
+          _mm512_fmadd_ps(e0, _mm512_loadu_ps(v[t] + i0 + 16 * k), even[k]);
+    }
+  }
+  for (int k = 0; k < kVecs; ++k) {
+    _mm512_storeu_ps(even_acc + 16 * k, even[k]);
+    _mm512_storeu_ps(odd_acc + 16 * k, odd[k]);
+  }
+}
+
+LOCKSTEP_TARGET_AVX512 void ValueBlockDispatchAvx512(int vecs,
+                                                     const float* const* v,
+                                                     int64_t i0, const float* e,
+                                                     int64_t n, float* even_acc,
+                                                     float* odd_acc) {
+  switch (vecs) {
+    case 8:
+      ValueBlockAvx512<8>(v, i0, e, n, even_acc, odd_acc);
+      break;
+    case 7:
+      ValueBlockAvx512<7>(v, i0, e, n, even_acc, odd_acc);
+      break;
+    case 6:
+      ValueBlockAvx512<6>(v, i0, e, n, even_acc, odd_acc);
+      break;
+    case 5:
+      ValueBlockAvx512<5>(v, i0, e, n, even_acc, odd_acc);
+      break;
+    case 4:
+      ValueBlockAvx512<4>(v, i0, e, n, even_acc, odd_acc);
+      break;
+    case 3:
+      ValueBlockAvx512<3>(v, i0, e, n, even_acc, odd_acc);
+      break;
+    case 2:
+      ValueBlockAvx512<2>(v, i0, e, n, even_acc, odd_acc);
+      break;
+    default:
+      ValueBlockAvx512<1>(v, i0, e, n, even_acc, odd_acc);
+      break;
+  }
+}
+
+void PrefetchRows(const float* base, const int64_t* key_rows, int64_t stride,
+                  int64_t begin, int64_t end, int64_t d) {
+  for (int64_t j = begin; j < end; ++j) {
+    const char* row =
+        reinterpret_cast<const char*>(base + key_rows[j] * stride);
+    for (int64_t b = 0; b < d * 4; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
+  }
+}
+
+// The heads [0, num_group_heads) of one query that share a kv head, in one
+// pass over the keys: each 16-key block of K (then of V) is loaded once and
+// used by every head while it sits in L1. Per head the arithmetic is exactly
+// the per-item order documented at the top (16-key blocks for the scores, the
+// even/odd fma chains for V), so grouping never changes bits.
+// a.q / a.out / a.scores are head 0's; head h is at +h*d, +h*d,
+// +h*score_stride. acc_scratch: [num_group_heads, 2, d] floats, sums:
+// [num_group_heads].
+LOCKSTEP_TARGET_AVX512 void AttendGroupAvx512(const ItemArgs& a,
+                                              int64_t num_group_heads,
+                                              int64_t score_stride,
+                                              float* acc_scratch, float* sums) {
+  const int64_t n = a.num_keys, d = a.d;
+  const float* rows[16];
   int64_t j = 0;
-  if (a.d % kLanes == 0) {
-    for (; j + 16 <= a.num_keys; j += 16) SixteenScoresAvx512(a, j);
+  if (d % kLanes == 0) {
+    for (; j + 16 <= n; j += 16) {
+      for (int t = 0; t < 16; ++t)
+        rows[t] = a.keys + a.key_rows[j + t] * a.stride;
+      PrefetchRows(a.keys, a.key_rows, a.stride, j + 16, std::min(n, j + 32),
+                   d);
+      for (int64_t h = 0; h < num_group_heads; ++h) {
+        SixteenScoresAvx512(rows, a.q + h * d, d, a.scale,
+                            a.scores + h * score_stride + j);
+      }
+    }
   }
-  for (; j < a.num_keys; ++j) {
-    a.scores[j] =
-        DotAvx512(a.q, a.keys + a.key_rows[j] * a.stride, a.d) * a.scale;
+  for (; j < n; ++j) {
+    const float* row = a.keys + a.key_rows[j] * a.stride;
+    for (int64_t h = 0; h < num_group_heads; ++h) {
+      a.scores[h * score_stride + j] = DotAvx512(a.q + h * d, row, d) * a.scale;
+    }
   }
-  const float l = SoftmaxAvx512(a.scores, a.num_keys);
-  WeightedValuesAvx512(a, l);
+  for (int64_t h = 0; h < num_group_heads; ++h) {
+    sums[h] = SoftmaxAvx512(a.scores + h * score_stride, n);
+  }
+
+  const int64_t d16 = d - d % kLanes;  // vector dims; the rest below
+  std::fill(acc_scratch, acc_scratch + num_group_heads * 2 * d16, 0.0f);
+  for (int64_t j0 = 0; j0 < n; j0 += 16) {
+    const int64_t block = std::min<int64_t>(16, n - j0);
+    for (int t = 0; t < block; ++t)
+      rows[t] = a.values + a.key_rows[j0 + t] * a.stride;
+    PrefetchRows(a.values, a.key_rows, a.stride, j0 + 16, std::min(n, j0 + 32),
+                 d);
+    for (int64_t h = 0; h < num_group_heads; ++h) {
+      float* even = acc_scratch + h * 2 * d16;
+      for (int64_t i0 = 0; i0 < d16; i0 += 128) {
+        const int vecs =
+            static_cast<int>(std::min<int64_t>(8, (d16 - i0) / 16));
+        ValueBlockDispatchAvx512(vecs, rows, i0,
+                                 a.scores + h * score_stride + j0, block,
+                                 even + i0, even + d16 + i0);
+      }
+    }
+  }
+  for (int64_t h = 0; h < num_group_heads; ++h) {
+    const float* even = acc_scratch + h * 2 * d16;
+    const __m512 vl = _mm512_set1_ps(sums[h]);
+    float* out = a.out + h * d;
+    for (int64_t i = 0; i < d16; i += 16) {
+      const __m512 o = _mm512_add_ps(_mm512_loadu_ps(even + i),
+                                     _mm512_loadu_ps(even + d16 + i));
+      _mm512_storeu_ps(out + i, _mm512_div_ps(o, vl));
+    }
+    if (d16 < d) {
+      ItemArgs head = a;
+      head.q = a.q + h * d;
+      head.scores = a.scores + h * score_stride;
+      head.out = out;
+      WeightedValuesScalar(head, d16, d, sums[h]);
+    }
+  }
 }
 
 }  // namespace
@@ -395,13 +478,22 @@ void CausalAttentionItems(const AttentionProblem& problem, int64_t item_begin,
   const SimdLevel level = ActiveSimdLevel();
   const int64_t d = problem.head_dim;
   const int64_t group = problem.num_heads / problem.num_kv_heads;
-  thread_local std::vector<float> scores;
-  for (int64_t item = item_begin; item < item_end; ++item) {
+  thread_local std::vector<float> scores, acc_scratch, sums;
+  for (int64_t item = item_begin; item < item_end;) {
     const int64_t query = item / problem.num_heads;
     const int64_t head = item % problem.num_heads;
     const int64_t kv_head = head / group;
     const int64_t num_keys = problem.first_position + query + 1;
-    if (static_cast<int64_t>(scores.size()) < num_keys) scores.resize(num_keys);
+    // AVX-512 takes the run of this query's heads that share kv_head (and lie
+    // in the range) together; the other levels go one head at a time.
+    const int64_t run =
+        level == SimdLevel::kAvx512
+            ? std::min(item_end - item, (kv_head + 1) * group - head)
+            : 1;
+    const int64_t score_stride = (num_keys + 15) / 16 * 16;
+    if (static_cast<int64_t>(scores.size()) < run * score_stride) {
+      scores.resize(run * score_stride);
+    }
     ItemArgs args;
     args.q = problem.q + item * d;
     args.keys = problem.keys + kv_head * d;
@@ -415,7 +507,12 @@ void CausalAttentionItems(const AttentionProblem& problem, int64_t item_begin,
     args.out = problem.out + item * d;
     switch (level) {
       case SimdLevel::kAvx512:
-        AttendAvx512(args);
+        if (static_cast<int64_t>(acc_scratch.size()) < run * 2 * d) {
+          acc_scratch.resize(run * 2 * d);
+        }
+        if (static_cast<int64_t>(sums.size()) < run) sums.resize(run);
+        AttendGroupAvx512(args, run, score_stride, acc_scratch.data(),
+                          sums.data());
         break;
       case SimdLevel::kAvx2:
         AttendAvx2(args);
@@ -424,6 +521,7 @@ void CausalAttentionItems(const AttentionProblem& problem, int64_t item_begin,
         AttendPortable(args);
         break;
     }
+    item += run;
   }
 }
 

@@ -29,8 +29,9 @@ struct Shape {
 
 // GQA and MHA, head dims that are multiples of 16 and ones with 8-wide or odd
 // tails.
-const Shape kShapes[] = {{37, 4, 2, 64}, {20, 6, 6, 40}, {33, 8, 2, 128},
-                         {50, 2, 1, 32}, {17, 3, 1, 72}, {9, 2, 2, 5}};
+const Shape kShapes[] = {{37, 4, 2, 64},  {20, 6, 6, 40}, {33, 8, 2, 128},
+                         {50, 2, 1, 32},  {17, 3, 1, 72}, {9, 2, 2, 5},
+                         {19, 4, 1, 256}, {21, 6, 2, 48}};
 
 // One sequence: q [L, H, d], k and v [L, KV, d], contiguous.
 struct Sequence {
