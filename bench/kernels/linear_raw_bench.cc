@@ -1,12 +1,12 @@
 // bench_linear_raw: the batch-invariant CPU linear (lockstep_kernels_cpu) against OpenBLAS sgemm,
 // y[M,N] = x[M,K] W[N,K]^T, fp32, no bias, 1 and 2 threads, GFLOP/s side by side.
 //
-//   bench_linear_raw [--json FILE] [--seconds S]
+//   bench_linear_raw [--json FILE] [--seconds S] [--only SHAPE_NAME]
 //
 // Ours runs tiles [0, T) on the calling thread, or [0, T/2) and [T/2, T) on it and one worker
 // (a persistent spinning thread, like at::parallel_for's pool). OpenBLAS runs cblas_sgemm with
 // openblas_set_num_threads(1 or 2), with whatever OPENBLAS_CORETYPE the environment sets.
-// Each figure is the best of several timed rounds, ours and OpenBLAS interleaved.
+// Each figure is the best ~1 ms round (per-call time) over phases that alternate ours and OpenBLAS.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -54,15 +54,24 @@ class SpinWorker {
     done_.store(false, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
     mine();
-    while (!done_.load(std::memory_order_acquire)) _mm_pause();
+    for (int spins = 0; !done_.load(std::memory_order_acquire); ++spins) Pause(spins);
   }
 
  private:
+  // Spin briefly, then yield: the cores are shared, and a spinner must not starve the thread it
+  // waits for.
+  static void Pause(int spins) {
+    if (spins < 2000) {
+      _mm_pause();
+    } else {
+      std::this_thread::yield();
+    }
+  }
   void Loop() {
     uint64_t seen = 0;
     for (;;) {
       uint64_t now;
-      while ((now = generation_.load(std::memory_order_acquire)) == seen) _mm_pause();
+      for (int spins = 0; (now = generation_.load(std::memory_order_acquire)) == seen; ++spins) Pause(spins);
       seen = now;
       if (quit_.load()) return;
       (*job_)();
@@ -76,18 +85,25 @@ class SpinWorker {
   std::thread thread_;
 };
 
-// Seconds per call: best over `rounds` rounds of calls lasting ~`round_seconds` each.
-double TimeRound(const std::function<void()>& call, double round_seconds) {
+// Seconds per call: the best round of a phase lasting ~`phase_seconds`, each round being ~1 ms of
+// back-to-back calls (at least one). The cores are shared with other jobs: short rounds and the
+// minimum pick the moments the benchmark had its cores to itself.
+double BestTime(const std::function<void()>& call, double phase_seconds) {
   call();  // warm-up
-  int64_t calls = 0;
-  const auto start = Clock::now();
-  double elapsed = 0.0;
+  double best = 1e30;
+  const auto phase_start = Clock::now();
   do {
-    call();
-    ++calls;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (elapsed < round_seconds);
-  return elapsed / static_cast<double>(calls);
+    int64_t calls = 0;
+    const auto start = Clock::now();
+    double elapsed = 0.0;
+    do {
+      call();
+      ++calls;
+      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    } while (elapsed < 1e-3);
+    best = std::min(best, elapsed / static_cast<double>(calls));
+  } while (std::chrono::duration<double>(Clock::now() - phase_start).count() < phase_seconds);
+  return best;
 }
 
 struct Shape {
@@ -98,21 +114,25 @@ struct Shape {
 struct Result {
   Shape shape;
   double ours1, blas1, ours2, blas2;  // GFLOP/s
+  double pack_ms;                     // PackLinearWeight, once (cold)
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json_path;
-  double seconds = 0.25;
+  double seconds = 0.6;  // per shape and variant
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
     } else if (arg == "--seconds" && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
+    } else if (arg == "--only" && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--seconds S]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json FILE] [--seconds S] [--only SHAPE_NAME]\n", argv[0]);
       return 2;
     }
   }
@@ -131,16 +151,19 @@ int main(int argc, char** argv) {
     shapes.push_back({"base.lm", m, 768, 32000});
   }
 
-  std::printf("%-10s %5s %5s %6s | %9s %9s %6s | %9s %9s %6s\n", "shape", "M", "K", "N", "ours1t",
-              "blas1t", "ratio", "ours2t", "blas2t", "ratio");
+  std::printf("%-10s %5s %5s %6s | %9s %9s %6s | %9s %9s %6s | %7s\n", "shape", "M", "K", "N",
+              "ours1t", "blas1t", "ratio", "ours2t", "blas2t", "ratio", "pack_ms");
   std::vector<Result> results;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const Shape& s : shapes) {
+    if (!only.empty() && only != s.name) continue;
     std::vector<float> x(s.m * s.k), w(s.n * s.k), y_ours(s.m * s.n), y_blas(s.m * s.n);
     for (float& v : x) v = normal(rng);
     for (float& v : w) v = normal(rng) / std::sqrt(static_cast<float>(s.k));
+    const auto pack_start = Clock::now();
     const auto packed = lockstep::kernels::PackLinearWeight(w.data(), s.n, s.k);
+    const double pack_ms = std::chrono::duration<double>(Clock::now() - pack_start).count() * 1e3;
     LinearProblem p;
     p.x = x.data();
     p.x_stride = s.k;
@@ -159,33 +182,34 @@ int main(int argc, char** argv) {
     const std::function<void()> second_half = [&] { lockstep::kernels::LinearTiles(p, tiles / 2, tiles); };
 
     const double flops = 2.0 * s.m * s.k * s.n;
-    const int rounds = 4;
+    // Phases alternate ours / OpenBLAS so that both see the same machine load.
+    const int phases = 3;
     double t_ours1 = 1e30, t_blas1 = 1e30, t_ours2 = 1e30, t_blas2 = 1e30;
     openblas_set_num_threads(1);
-    for (int r = 0; r < rounds; ++r) {
-      t_ours1 = std::min(t_ours1, TimeRound(ours1, seconds));
-      t_blas1 = std::min(t_blas1, TimeRound(blas, seconds));
+    for (int r = 0; r < phases; ++r) {
+      t_ours1 = std::min(t_ours1, BestTime(ours1, seconds / phases));
+      t_blas1 = std::min(t_blas1, BestTime(blas, seconds / phases));
     }
     // Sanity: both compute the same product (to fp32 summation-order noise).
     double max_diff = 0.0;
     for (size_t i = 0; i < y_ours.size(); ++i) max_diff = std::max(max_diff, double(std::fabs(y_ours[i] - y_blas[i])));
     if (max_diff > 1e-3) std::fprintf(stderr, "WARNING: ours and OpenBLAS differ by %g\n", max_diff);
 
-    for (int r = 0; r < rounds; ++r) {
+    for (int r = 0; r < phases; ++r) {
       {
-        SpinWorker worker;
-        t_ours2 = std::min(t_ours2, TimeRound([&] { worker.Run(first_half, second_half); }, seconds));
+        SpinWorker worker;  // alive (spinning) only during our phase
+        t_ours2 = std::min(t_ours2, BestTime([&] { worker.Run(first_half, second_half); }, seconds / phases));
       }
       openblas_set_num_threads(2);
-      t_blas2 = std::min(t_blas2, TimeRound(blas, seconds));
+      t_blas2 = std::min(t_blas2, BestTime(blas, seconds / phases));
       openblas_set_num_threads(1);
     }
     Result res{s, flops / t_ours1 * 1e-9, flops / t_blas1 * 1e-9, flops / t_ours2 * 1e-9,
-               flops / t_blas2 * 1e-9};
+               flops / t_blas2 * 1e-9, pack_ms};
     results.push_back(res);
-    std::printf("%-10s %5ld %5ld %6ld | %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f\n", s.name, s.m, s.k, s.n,
-                res.ours1, res.blas1, res.ours1 / res.blas1, res.ours2, res.blas2,
-                res.ours2 / res.blas2);
+    std::printf("%-10s %5ld %5ld %6ld | %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f | %7.2f\n", s.name,
+                s.m, s.k, s.n, res.ours1, res.blas1, res.ours1 / res.blas1, res.ours2, res.blas2,
+                res.ours2 / res.blas2, res.pack_ms);
     std::fflush(stdout);
   }
 
@@ -201,8 +225,10 @@ int main(int argc, char** argv) {
       const Result& r = results[i];
       std::fprintf(f,
                    "  {\"shape\": \"%s\", \"m\": %ld, \"k\": %ld, \"n\": %ld, \"ours_1t_gflops\": %.2f, "
-                   "\"blas_1t_gflops\": %.2f, \"ours_2t_gflops\": %.2f, \"blas_2t_gflops\": %.2f}%s\n",
+                   "\"blas_1t_gflops\": %.2f, \"ours_2t_gflops\": %.2f, \"blas_2t_gflops\": %.2f, "
+                   "\"pack_ms\": %.3f}%s\n",
                    r.shape.name, r.shape.m, r.shape.k, r.shape.n, r.ours1, r.blas1, r.ours2, r.blas2,
+                   r.pack_ms,
                    i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");

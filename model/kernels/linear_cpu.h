@@ -28,6 +28,11 @@ struct PackedLinearWeight {
 PackedLinearWeight PackLinearWeight(const float* weight, int64_t out_features,
                                     int64_t in_features);
 
+// Packs a new version of the same-shaped weight [N, K] into `packed`'s existing storage (no
+// allocation, no page faults: for per-step weight updates). The caller guarantees that nothing
+// reads `packed` (or a copy sharing its data) meanwhile.
+void RepackLinearWeight(const float* weight, PackedLinearWeight* packed);
+
 struct LinearProblem {
   const float* x = nullptr;       // [M, K] row-major, row stride x_stride (>= K)
   int64_t x_stride = 0;

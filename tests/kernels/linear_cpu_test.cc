@@ -206,6 +206,17 @@ TEST(LinearCpuTest, DistinctTilesWriteDisjointOutputsCoveringY) {
     for (int64_t j = 0; j < c.y_stride; ++j) EXPECT_EQ(writes[i * c.y_stride + j], j < c.out_features ? 1 : 0);
 }
 
+TEST(LinearCpuTest, RepackEqualsAFreshPack) {
+  Case c(5, 100, 70);
+  const std::vector<float> new_weight = RandomVector(70 * 100, 99);
+  const PackedLinearWeight fresh = PackLinearWeight(new_weight.data(), 70, 100);
+  const float* storage = c.packed.data.get();
+  RepackLinearWeight(new_weight.data(), &c.packed);
+  EXPECT_EQ(c.packed.data.get(), storage);  // reused, not reallocated
+  ASSERT_EQ(c.packed.num_floats, fresh.num_floats);
+  EXPECT_EQ(std::memcmp(c.packed.data.get(), fresh.data.get(), fresh.num_floats * sizeof(float)), 0);
+}
+
 TEST(LinearCpuTest, EmptyProblemsAndZeroDepth) {
   Case empty_rows(0, 8, 8);
   EXPECT_EQ(NumLinearTiles(empty_rows.Problem()), 0);
