@@ -1,7 +1,7 @@
 // bench_linear_raw: the batch-invariant CPU linear (lockstep_kernels_cpu) against OpenBLAS sgemm,
 // y[M,N] = x[M,K] W[N,K]^T, fp32, no bias, 1 and 2 threads, GFLOP/s side by side.
 //
-//   bench_linear_raw [--json FILE] [--seconds S] [--only SHAPE_NAME]
+//   bench_linear_raw [--json FILE] [--seconds S] [--only SHAPE_NAME] [--kernel avx512|avx2|portable]
 //
 // Ours runs tiles [0, T) on the calling thread, or [0, T/2) and [T/2, T) on it and one worker
 // (a persistent spinning thread, like at::parallel_for's pool). OpenBLAS runs cblas_sgemm with
@@ -123,22 +123,30 @@ int main(int argc, char** argv) {
   std::string json_path;
   double seconds = 0.6;  // per shape and variant
   std::string only;
+  lockstep::kernels::LinearKernel kernel = lockstep::kernels::LinearKernel::kAuto;
+  std::string kernel_name = lockstep::kernels::LinearKernelName();
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
       json_path = argv[++i];
     } else if (arg == "--seconds" && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
+    } else if (arg == "--kernel" && i + 1 < argc) {
+      kernel_name = argv[++i];
+      using lockstep::kernels::LinearKernel;
+      kernel = kernel_name == "avx512" ? LinearKernel::kAvx512
+               : kernel_name == "avx2" ? LinearKernel::kAvx2
+                                       : LinearKernel::kPortable;
     } else if (arg == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--seconds S] [--only SHAPE_NAME]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--json FILE] [--seconds S] [--only SHAPE_NAME] [--kernel avx512|avx2|portable]\n", argv[0]);
       return 2;
     }
   }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf("ours: %s micro-kernel | OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n",
-              lockstep::kernels::LinearKernelName(), openblas_get_corename(),
+              kernel_name.c_str(), openblas_get_corename(),
               coretype != nullptr ? coretype : "<unset>");
 
   std::vector<Shape> shapes;
@@ -173,13 +181,19 @@ int main(int argc, char** argv) {
     p.y_stride = s.n;
     const int64_t tiles = lockstep::kernels::NumLinearTiles(p);
 
-    const auto ours1 = [&] { lockstep::kernels::LinearTiles(p, 0, tiles); };
+    const auto run_tiles = [&](int64_t begin, int64_t end) {
+      if (!lockstep::kernels::LinearTilesWithKernel(kernel, p, begin, end)) {
+        std::fprintf(stderr, "this CPU cannot run the %s kernel\n", kernel_name.c_str());
+        std::exit(2);
+      }
+    };
+    const auto ours1 = [&] { run_tiles(0, tiles); };
     const auto blas = [&] {
       cblas_sgemm(kRowMajor, kNoTrans, kTrans, s.m, s.n, s.k, 1.0f, x.data(), s.k, w.data(), s.k,
                   0.0f, y_blas.data(), s.n);
     };
-    const std::function<void()> first_half = [&] { lockstep::kernels::LinearTiles(p, 0, tiles / 2); };
-    const std::function<void()> second_half = [&] { lockstep::kernels::LinearTiles(p, tiles / 2, tiles); };
+    const std::function<void()> first_half = [&] { run_tiles(0, tiles / 2); };
+    const std::function<void()> second_half = [&] { run_tiles(tiles / 2, tiles); };
 
     const double flops = 2.0 * s.m * s.k * s.n;
     // Phases alternate ours / OpenBLAS so that both see the same machine load.
@@ -220,7 +234,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::fprintf(f, "{\"kernel\": \"%s\", \"openblas_core\": \"%s\", \"results\": [\n",
-                 lockstep::kernels::LinearKernelName(), openblas_get_corename());
+                 kernel_name.c_str(), openblas_get_corename());
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::fprintf(f,

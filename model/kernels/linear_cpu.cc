@@ -68,25 +68,33 @@ void MicroPortable(const MicroTile& t, int rows, int panels) {
 template <int MR, int NP>
 LOCKSTEP_AVX512 void MicroAvx512(const MicroTile& t) {
   __m512 acc[MR][NP];
+  #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 16
     for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
   const float* x = t.x;
   const float* w = t.w;
   const int64_t x_stride = t.x_stride;
   const int64_t panel_floats = t.panel_floats;
-  for (int64_t k = 0; k < t.depth; ++k) {
+  const int64_t depth = t.depth;
+  for (int64_t k = 0; k < depth; ++k) {
     __m512 wv[NP];
+    #pragma GCC unroll 16
     for (int j = 0; j < NP; ++j) wv[j] = _mm512_load_ps(w + j * panel_floats + k * kPanelWidth);
+    #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m512 xb = _mm512_set1_ps(x[i * x_stride + k]);
+      #pragma GCC unroll 16
       for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_fmadd_ps(xb, wv[j], acc[i][j]);
     }
   }
+  #pragma GCC unroll 16
   for (int j = 0; j < NP; ++j) {
     const __mmask16 mask =
         j == NP - 1 ? static_cast<__mmask16>((1u << t.last_lanes) - 1u) : static_cast<__mmask16>(0xFFFF);
     __m512 b = _mm512_setzero_ps();
     if (t.bias != nullptr) b = _mm512_maskz_loadu_ps(mask, t.bias + j * kPanelWidth);
+    #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       __m512 out = acc[i][j];
       if (t.bias != nullptr) out = _mm512_add_ps(out, b);
@@ -107,29 +115,37 @@ LOCKSTEP_AVX2 inline __m256i HalfMask(int lanes) {  // first `lanes` (clamped to
 template <int MR, int NP>
 LOCKSTEP_AVX2 void MicroAvx2(const MicroTile& t) {
   __m256 acc[MR][2 * NP];
+  #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
+    #pragma GCC unroll 16
     for (int j = 0; j < 2 * NP; ++j) acc[i][j] = _mm256_setzero_ps();
   const float* x = t.x;
   const float* w = t.w;
   const int64_t x_stride = t.x_stride;
   const int64_t panel_floats = t.panel_floats;
-  for (int64_t k = 0; k < t.depth; ++k) {
+  const int64_t depth = t.depth;
+  for (int64_t k = 0; k < depth; ++k) {
     __m256 wv[2 * NP];
+    #pragma GCC unroll 16
     for (int j = 0; j < NP; ++j) {
       wv[2 * j] = _mm256_load_ps(w + j * panel_floats + k * kPanelWidth);
       wv[2 * j + 1] = _mm256_load_ps(w + j * panel_floats + k * kPanelWidth + 8);
     }
+    #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const __m256 xb = _mm256_broadcast_ss(x + i * x_stride + k);
+      #pragma GCC unroll 16
       for (int j = 0; j < 2 * NP; ++j) acc[i][j] = _mm256_fmadd_ps(xb, wv[j], acc[i][j]);
     }
   }
+  // Fully unrolled (constant indices) so that acc stays in registers through the k loop.
+#pragma GCC unroll 16
   for (int h = 0; h < 2 * NP; ++h) {
-    const int lanes = h / 2 == NP - 1 ? t.last_lanes - 8 * (h % 2) : 8;
-    if (lanes <= 0) continue;
+    const int lanes = h / 2 == NP - 1 ? t.last_lanes - 8 * (h % 2) : 8;  // <= 0: nothing to store
     const __m256i mask = HalfMask(lanes);
     __m256 b = _mm256_setzero_ps();
     if (t.bias != nullptr) b = _mm256_maskload_ps(t.bias + 8 * h, mask);
+#pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       __m256 out = acc[i][h];
       if (t.bias != nullptr) out = _mm256_add_ps(out, b);
@@ -140,7 +156,7 @@ LOCKSTEP_AVX2 void MicroAvx2(const MicroTile& t) {
 
 // ---------------------------------------------------------------------------------------------
 // Kernel tables [rows - 1][panels - 1]; shapes that would not fit the register file are nullptr.
-constexpr int kMaxRows = 14;
+constexpr int kMaxRows = 8;
 constexpr int kMaxPanels = 8;
 using KernelTable = std::array<std::array<MicroKernel, kMaxPanels>, kMaxRows>;
 
@@ -160,12 +176,12 @@ constexpr KernelTable MakeTable(std::integer_sequence<int, MRs...>) {
 
 template <int MR, int NP>
 struct Avx512Family {
-  static constexpr bool kFits = MR * NP <= 28;
+  static constexpr bool kFits = MR * NP + NP + 1 <= 32;  // accumulators + W + broadcast
   static void Run(const MicroTile& t) { MicroAvx512<MR, NP>(t); }
 };
 template <int MR, int NP>
 struct Avx2Family {
-  static constexpr bool kFits = MR <= 6 && 2 * MR * NP <= 12 + 4 * (MR == 1);
+  static constexpr bool kFits = MR <= 6 && 2 * MR * NP <= (MR == 1 ? 8 : 12);
   static void Run(const MicroTile& t) { MicroAvx2<MR, NP>(t); }
 };
 
@@ -186,12 +202,12 @@ struct Isa {
 // panels at once (so M = 1 still runs 8 independent chains) in groups that divide the 8-panel
 // decode tile.
 constexpr Isa kAvx512Isa{LinearKernel::kAvx512, &kAvx512Table, 8, 3,
-                         {0, 8, 8, 8, 4, 4, 4, 4, 3, 2, 2, 2, 2, 2, 2}};
+                         {0, 8, 8, 4, 4, 4, 4, 3, 3}};
 // The classic Haswell 6 x 16 tile: 12 accumulators, 2 W loads + 6 broadcasts per 12 FMAs.
 constexpr Isa kAvx2Isa{LinearKernel::kAvx2, &kAvx2Table, 6, 1,
-                       {0, 4, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}};
+                       {0, 4, 3, 2, 1, 1, 1, 1, 1}};
 constexpr Isa kPortableIsa{LinearKernel::kPortable, nullptr, 8, 3,
-                           {0, 8, 8, 8, 4, 4, 4, 4, 3, 2, 2, 2, 2, 2, 2}};
+                           {0, 8, 8, 4, 4, 4, 4, 3, 3}};
 
 // Every (rows, panels) shape ComputeTile can ask of a family has a kernel in its table.
 constexpr bool CoversAllShapes(const Isa& isa) {
