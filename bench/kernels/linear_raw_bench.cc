@@ -1,12 +1,15 @@
-// bench_linear_raw: the batch-invariant CPU linear (lockstep_kernels_cpu) against OpenBLAS sgemm,
-// y[M,N] = x[M,K] W[N,K]^T, fp32, no bias, 1 and 2 threads, GFLOP/s side by side.
+// bench_linear_raw: the batch-invariant CPU linear (lockstep_kernels_cpu)
+// against OpenBLAS sgemm, y[M,N] = x[M,K] W[N,K]^T, fp32, no bias, 1 and 2
+// threads, GFLOP/s side by side.
 //
-//   bench_linear_raw [--json FILE] [--seconds S] [--only SHAPE_NAME] [--kernel avx512|avx2|portable]
+//   bench_linear_raw [--json FILE] [--seconds S] [--only SHAPE_NAME] [--kernel
+//   avx512|avx2|portable]
 //
-// Ours runs tiles [0, T) on the calling thread, or [0, T/2) and [T/2, T) on it and one worker
-// (a persistent spinning thread, like at::parallel_for's pool). OpenBLAS runs cblas_sgemm with
-// openblas_set_num_threads(1 or 2), with whatever OPENBLAS_CORETYPE the environment sets.
-// Each figure is the best ~1 ms round (per-call time) over phases that alternate ours and OpenBLAS.
+// Ours runs tiles [0, T) on the calling thread, or [0, T/2) and [T/2, T) on it
+// and one worker (a persistent spinning thread, like at::parallel_for's pool).
+// OpenBLAS runs cblas_sgemm with openblas_set_num_threads(1 or 2), with
+// whatever OPENBLAS_CORETYPE the environment sets. Each figure is the best ~1
+// ms round (per-call time) over phases that alternate ours and OpenBLAS.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -26,8 +29,9 @@
 
 extern "C" {
 // From OpenBLAS (declared here: the system cblas.h may be the netlib one).
-void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k,
+                 float alpha, const float* a, int lda, const float* b, int ldb,
+                 float beta, float* c, int ldc);
 void openblas_set_num_threads(int num_threads);
 char* openblas_get_corename(void);
 }
@@ -39,7 +43,8 @@ constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
 using Clock = std::chrono::steady_clock;
 
-// One extra thread that runs a job whenever `generation` moves; the caller runs its own share.
+// One extra thread that runs a job whenever `generation` moves; the caller runs
+// its own share.
 class SpinWorker {
  public:
   SpinWorker() : thread_([this] { Loop(); }) {}
@@ -49,17 +54,19 @@ class SpinWorker {
     thread_.join();
   }
   // Runs `mine` here and `theirs` on the worker; returns when both are done.
-  void Run(const std::function<void()>& mine, const std::function<void()>& theirs) {
+  void Run(const std::function<void()>& mine,
+           const std::function<void()>& theirs) {
     job_ = &theirs;
     done_.store(false, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
     mine();
-    for (int spins = 0; !done_.load(std::memory_order_acquire); ++spins) Pause(spins);
+    for (int spins = 0; !done_.load(std::memory_order_acquire); ++spins)
+      Pause(spins);
   }
 
  private:
-  // Spin briefly, then yield: the cores are shared, and a spinner must not starve the thread it
-  // waits for.
+  // Spin briefly, then yield: the cores are shared, and a spinner must not
+  // starve the thread it waits for.
   static void Pause(int spins) {
     if (spins < 2000) {
       _mm_pause();
@@ -71,7 +78,9 @@ class SpinWorker {
     uint64_t seen = 0;
     for (;;) {
       uint64_t now;
-      for (int spins = 0; (now = generation_.load(std::memory_order_acquire)) == seen; ++spins) Pause(spins);
+      for (int spins = 0;
+           (now = generation_.load(std::memory_order_acquire)) == seen; ++spins)
+        Pause(spins);
       seen = now;
       if (quit_.load()) return;
       (*job_)();
@@ -85,9 +94,10 @@ class SpinWorker {
   std::thread thread_;
 };
 
-// Seconds per call: the best round of a phase lasting ~`phase_seconds`, each round being ~1 ms of
-// back-to-back calls (at least one). The cores are shared with other jobs: short rounds and the
-// minimum pick the moments the benchmark had its cores to itself.
+// Seconds per call: the best round of a phase lasting ~`phase_seconds`, each
+// round being ~1 ms of back-to-back calls (at least one). The cores are shared
+// with other jobs: short rounds and the minimum pick the moments the benchmark
+// had its cores to itself.
 double BestTime(const std::function<void()>& call, double phase_seconds) {
   call();  // warm-up
   double best = 1e30;
@@ -102,7 +112,8 @@ double BestTime(const std::function<void()>& call, double phase_seconds) {
       elapsed = std::chrono::duration<double>(Clock::now() - start).count();
     } while (elapsed < 1e-3);
     best = std::min(best, elapsed / static_cast<double>(calls));
-  } while (std::chrono::duration<double>(Clock::now() - phase_start).count() < phase_seconds);
+  } while (std::chrono::duration<double>(Clock::now() - phase_start).count() <
+           phase_seconds);
   return best;
 }
 
@@ -123,7 +134,8 @@ int main(int argc, char** argv) {
   std::string json_path;
   double seconds = 0.6;  // per shape and variant
   std::string only;
-  lockstep::kernels::LinearKernel kernel = lockstep::kernels::LinearKernel::kAuto;
+  lockstep::kernels::LinearKernel kernel =
+      lockstep::kernels::LinearKernel::kAuto;
   std::string kernel_name = lockstep::kernels::LinearKernelName();
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -140,14 +152,18 @@ int main(int argc, char** argv) {
     } else if (arg == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--json FILE] [--seconds S] [--only SHAPE_NAME] [--kernel avx512|avx2|portable]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--json FILE] [--seconds S] [--only SHAPE_NAME] "
+                   "[--kernel avx512|avx2|portable]\n",
+                   argv[0]);
       return 2;
     }
   }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("ours: %s micro-kernel | OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n",
-              kernel_name.c_str(), openblas_get_corename(),
-              coretype != nullptr ? coretype : "<unset>");
+  std::printf(
+      "ours: %s micro-kernel | OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n",
+      kernel_name.c_str(), openblas_get_corename(),
+      coretype != nullptr ? coretype : "<unset>");
 
   std::vector<Shape> shapes;
   for (int64_t m : {1, 8, 64, 512}) shapes.push_back({"square", m, 1024, 1024});
@@ -159,19 +175,22 @@ int main(int argc, char** argv) {
     shapes.push_back({"base.lm", m, 768, 32000});
   }
 
-  std::printf("%-10s %5s %5s %6s | %9s %9s %6s | %9s %9s %6s | %7s\n", "shape", "M", "K", "N",
-              "ours1t", "blas1t", "ratio", "ours2t", "blas2t", "ratio", "pack_ms");
+  std::printf("%-10s %5s %5s %6s | %9s %9s %6s | %9s %9s %6s | %7s\n", "shape",
+              "M", "K", "N", "ours1t", "blas1t", "ratio", "ours2t", "blas2t",
+              "ratio", "pack_ms");
   std::vector<Result> results;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const Shape& s : shapes) {
     if (!only.empty() && only != s.name) continue;
-    std::vector<float> x(s.m * s.k), w(s.n * s.k), y_ours(s.m * s.n), y_blas(s.m * s.n);
+    std::vector<float> x(s.m * s.k), w(s.n * s.k), y_ours(s.m * s.n),
+        y_blas(s.m * s.n);
     for (float& v : x) v = normal(rng);
     for (float& v : w) v = normal(rng) / std::sqrt(static_cast<float>(s.k));
     const auto pack_start = Clock::now();
     const auto packed = lockstep::kernels::PackLinearWeight(w.data(), s.n, s.k);
-    const double pack_ms = std::chrono::duration<double>(Clock::now() - pack_start).count() * 1e3;
+    const double pack_ms =
+        std::chrono::duration<double>(Clock::now() - pack_start).count() * 1e3;
     LinearProblem p;
     p.x = x.data();
     p.x_stride = s.k;
@@ -183,17 +202,20 @@ int main(int argc, char** argv) {
 
     const auto run_tiles = [&](int64_t begin, int64_t end) {
       if (!lockstep::kernels::LinearTilesWithKernel(kernel, p, begin, end)) {
-        std::fprintf(stderr, "this CPU cannot run the %s kernel\n", kernel_name.c_str());
+        std::fprintf(stderr, "this CPU cannot run the %s kernel\n",
+                     kernel_name.c_str());
         std::exit(2);
       }
     };
     const auto ours1 = [&] { run_tiles(0, tiles); };
     const auto blas = [&] {
-      cblas_sgemm(kRowMajor, kNoTrans, kTrans, s.m, s.n, s.k, 1.0f, x.data(), s.k, w.data(), s.k,
-                  0.0f, y_blas.data(), s.n);
+      cblas_sgemm(kRowMajor, kNoTrans, kTrans, s.m, s.n, s.k, 1.0f, x.data(),
+                  s.k, w.data(), s.k, 0.0f, y_blas.data(), s.n);
     };
     const std::function<void()> first_half = [&] { run_tiles(0, tiles / 2); };
-    const std::function<void()> second_half = [&] { run_tiles(tiles / 2, tiles); };
+    const std::function<void()> second_half = [&] {
+      run_tiles(tiles / 2, tiles);
+    };
 
     const double flops = 2.0 * s.m * s.k * s.n;
     // Phases alternate ours / OpenBLAS so that both see the same machine load.
@@ -206,24 +228,35 @@ int main(int argc, char** argv) {
     }
     // Sanity: both compute the same product (to fp32 summation-order noise).
     double max_diff = 0.0;
-    for (size_t i = 0; i < y_ours.size(); ++i) max_diff = std::max(max_diff, double(std::fabs(y_ours[i] - y_blas[i])));
-    if (max_diff > 1e-3) std::fprintf(stderr, "WARNING: ours and OpenBLAS differ by %g\n", max_diff);
+    for (size_t i = 0; i < y_ours.size(); ++i)
+      max_diff = std::max(max_diff, double(std::fabs(y_ours[i] - y_blas[i])));
+    if (max_diff > 1e-3)
+      std::fprintf(stderr, "WARNING: ours and OpenBLAS differ by %g\n",
+                   max_diff);
 
     for (int r = 0; r < phases; ++r) {
       {
         SpinWorker worker;  // alive (spinning) only during our phase
-        t_ours2 = std::min(t_ours2, BestTime([&] { worker.Run(first_half, second_half); }, seconds / phases));
+        t_ours2 = std::min(
+            t_ours2, BestTime([&] { worker.Run(first_half, second_half); },
+                              seconds / phases));
       }
       openblas_set_num_threads(2);
       t_blas2 = std::min(t_blas2, BestTime(blas, seconds / phases));
       openblas_set_num_threads(1);
     }
-    Result res{s, flops / t_ours1 * 1e-9, flops / t_blas1 * 1e-9, flops / t_ours2 * 1e-9,
-               flops / t_blas2 * 1e-9, pack_ms};
+    Result res{s,
+               flops / t_ours1 * 1e-9,
+               flops / t_blas1 * 1e-9,
+               flops / t_ours2 * 1e-9,
+               flops / t_blas2 * 1e-9,
+               pack_ms};
     results.push_back(res);
-    std::printf("%-10s %5ld %5ld %6ld | %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f | %7.2f\n", s.name,
-                s.m, s.k, s.n, res.ours1, res.blas1, res.ours1 / res.blas1, res.ours2, res.blas2,
-                res.ours2 / res.blas2, res.pack_ms);
+    std::printf(
+        "%-10s %5ld %5ld %6ld | %9.1f %9.1f %6.2f | %9.1f %9.1f %6.2f | "
+        "%7.2f\n",
+        s.name, s.m, s.k, s.n, res.ours1, res.blas1, res.ours1 / res.blas1,
+        res.ours2, res.blas2, res.ours2 / res.blas2, res.pack_ms);
     std::fflush(stdout);
   }
 
@@ -233,16 +266,19 @@ int main(int argc, char** argv) {
       std::perror(json_path.c_str());
       return 1;
     }
-    std::fprintf(f, "{\"kernel\": \"%s\", \"openblas_core\": \"%s\", \"results\": [\n",
-                 kernel_name.c_str(), openblas_get_corename());
+    std::fprintf(
+        f, "{\"kernel\": \"%s\", \"openblas_core\": \"%s\", \"results\": [\n",
+        kernel_name.c_str(), openblas_get_corename());
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::fprintf(f,
-                   "  {\"shape\": \"%s\", \"m\": %ld, \"k\": %ld, \"n\": %ld, \"ours_1t_gflops\": %.2f, "
-                   "\"blas_1t_gflops\": %.2f, \"ours_2t_gflops\": %.2f, \"blas_2t_gflops\": %.2f, "
+                   "  {\"shape\": \"%s\", \"m\": %ld, \"k\": %ld, \"n\": %ld, "
+                   "\"ours_1t_gflops\": %.2f, "
+                   "\"blas_1t_gflops\": %.2f, \"ours_2t_gflops\": %.2f, "
+                   "\"blas_2t_gflops\": %.2f, "
                    "\"pack_ms\": %.3f}%s\n",
-                   r.shape.name, r.shape.m, r.shape.k, r.shape.n, r.ours1, r.blas1, r.ours2, r.blas2,
-                   r.pack_ms,
+                   r.shape.name, r.shape.m, r.shape.k, r.shape.n, r.ours1,
+                   r.blas1, r.ours2, r.blas2, r.pack_ms,
                    i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");

@@ -1,5 +1,6 @@
-// Batch-invariant CPU linear: accuracy against a double reference, and bit-exact invariance to
-// the batch size, the tiling, the tile order and the micro-kernel family.
+// Batch-invariant CPU linear: accuracy against a double reference, and
+// bit-exact invariance to the batch size, the tiling, the tile order and the
+// micro-kernel family.
 #include "model/kernels/linear_cpu.h"
 
 #include <gtest/gtest.h>
@@ -28,9 +29,13 @@ struct Case {
   PackedLinearWeight packed;
   bool with_bias;
 
-  Case(int64_t m, int64_t k, int64_t n, bool bias_on = true, int64_t x_pad = 0, int64_t y_pad = 0,
-       uint32_t seed = 1)
-      : rows(m), in_features(k), out_features(n), x_stride(k + x_pad), y_stride(n + y_pad),
+  Case(int64_t m, int64_t k, int64_t n, bool bias_on = true, int64_t x_pad = 0,
+       int64_t y_pad = 0, uint32_t seed = 1)
+      : rows(m),
+        in_features(k),
+        out_features(n),
+        x_stride(k + x_pad),
+        y_stride(n + y_pad),
         with_bias(bias_on) {
     x = RandomVector(m * x_stride, seed);
     weight = RandomVector(n * k, seed + 1);
@@ -62,21 +67,27 @@ struct Case {
   float Output(int64_t m, int64_t n) const { return y[m * y_stride + n]; }
 };
 
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+bool SameBits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
 
 // Number of outputs (incl. padding) whose bits differ.
-int64_t CountDifferentBits(const std::vector<float>& a, const std::vector<float>& b) {
+int64_t CountDifferentBits(const std::vector<float>& a,
+                           const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
   int64_t differing = 0;
-  for (size_t i = 0; i < a.size(); ++i) differing += SameBits(a[i], b[i]) ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i)
+    differing += SameBits(a[i], b[i]) ? 0 : 1;
   return differing;
 }
 
-// The contract, literally: acc = 0; acc = fma(x, w, acc) over k in order; + bias.
+// The contract, literally: acc = 0; acc = fma(x, w, acc) over k in order; +
+// bias.
 float ChainReference(const Case& c, int64_t m, int64_t n) {
   float acc = 0.0f;
   for (int64_t k = 0; k < c.in_features; ++k)
-    acc = std::fma(c.x[m * c.x_stride + k], c.weight[n * c.in_features + k], acc);
+    acc =
+        std::fma(c.x[m * c.x_stride + k], c.weight[n * c.in_features + k], acc);
   if (c.with_bias) acc = acc + c.bias[n];
   return acc;
 }
@@ -94,12 +105,16 @@ std::vector<LinearKernel> AvailableKernels() {
 TEST(LinearCpuTest, ReportsKernelName) {
   const std::string name = LinearKernelName();
   EXPECT_TRUE(name == "avx512" || name == "avx2" || name == "portable") << name;
-  std::printf("linear kernel: %s, families here: %zu\n", name.c_str(), AvailableKernels().size());
+  std::printf("linear kernel: %s, families here: %zu\n", name.c_str(),
+              AvailableKernels().size());
 }
 
 TEST(LinearCpuTest, MatchesDoubleReference) {
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1024, 1024}, {8, 768, 256},
-                          {64, 333, 77}, {130, 1024, 48}, {5, 2048, 40}}) {
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1024, 1024},
+                         {8, 768, 256},
+                         {64, 333, 77},
+                         {130, 1024, 48},
+                         {5, 2048, 40}}) {
     Case c(m, k, n);
     c.Run();
     double max_rel = 0.0;
@@ -107,7 +122,8 @@ TEST(LinearCpuTest, MatchesDoubleReference) {
       for (int64_t j = 0; j < n; ++j) {
         double ref = c.bias[j], scale = std::fabs(c.bias[j]);
         for (int64_t kk = 0; kk < k; ++kk) {
-          const double prod = double(c.x[i * c.x_stride + kk]) * c.weight[j * k + kk];
+          const double prod =
+              double(c.x[i * c.x_stride + kk]) * c.weight[j * k + kk];
           ref += prod;
           scale += std::fabs(prod);
         }
@@ -118,22 +134,27 @@ TEST(LinearCpuTest, MatchesDoubleReference) {
   }
 }
 
-// Every family, every remainder shape, equals the literal FMA chain bit for bit.
+// Every family, every remainder shape, equals the literal FMA chain bit for
+// bit.
 TEST(LinearCpuTest, EveryKernelEqualsTheFmaChainBitForBit) {
   for (LinearKernel kernel : AvailableKernels()) {
     for (int64_t m : {1, 2, 3, 5, 7, 8, 9, 13, 17, 31}) {
       for (int64_t k : {1, 2, 7, 64, 129}) {
         for (int64_t n : {1, 15, 16, 17, 33, 50, 100}) {
           for (bool bias : {false, true}) {
-            Case c(m, k, n, bias, /*x_pad=*/3, /*y_pad=*/5, static_cast<uint32_t>(m * 7 + k + n));
+            Case c(m, k, n, bias, /*x_pad=*/3, /*y_pad=*/5,
+                   static_cast<uint32_t>(m * 7 + k + n));
             c.Run(kernel);
             int64_t differing = 0;
             for (int64_t i = 0; i < m; ++i) {
-              for (int64_t j = 0; j < n; ++j) differing += !SameBits(c.Output(i, j), ChainReference(c, i, j));
-              for (int64_t j = n; j < c.y_stride; ++j) differing += !std::isnan(c.y[i * c.y_stride + j]);
+              for (int64_t j = 0; j < n; ++j)
+                differing += !SameBits(c.Output(i, j), ChainReference(c, i, j));
+              for (int64_t j = n; j < c.y_stride; ++j)
+                differing += !std::isnan(c.y[i * c.y_stride + j]);
             }
-            EXPECT_EQ(differing, 0) << "kernel " << static_cast<int>(kernel) << " m=" << m
-                                    << " k=" << k << " n=" << n << " bias=" << bias;
+            EXPECT_EQ(differing, 0)
+                << "kernel " << static_cast<int>(kernel) << " m=" << m
+                << " k=" << k << " n=" << n << " bias=" << bias;
           }
         }
       }
@@ -142,13 +163,17 @@ TEST(LinearCpuTest, EveryKernelEqualsTheFmaChainBitForBit) {
 }
 
 TEST(LinearCpuTest, VectorKernelsEqualPortableOnLargeShapes) {
-  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 768, 2048}, {8, 1024, 1024},
-                          {64, 768, 256}, {300, 512, 200}, {37, 2048, 120}}) {
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 768, 2048},
+                         {8, 1024, 1024},
+                         {64, 768, 256},
+                         {300, 512, 200},
+                         {37, 2048, 120}}) {
     Case c(m, k, n, true, 1, 2);
     const std::vector<float> portable = c.Run(LinearKernel::kPortable);
     for (LinearKernel kernel : AvailableKernels()) {
       EXPECT_EQ(CountDifferentBits(portable, c.Run(kernel)), 0)
-          << "kernel " << static_cast<int>(kernel) << " m=" << m << " k=" << k << " n=" << n;
+          << "kernel " << static_cast<int>(kernel) << " m=" << m << " k=" << k
+          << " n=" << n;
     }
   }
 }
@@ -162,10 +187,12 @@ TEST(LinearCpuTest, RowAloneEqualsRowInsideAnyBatch) {
       batch.Run(kernel);
       for (int64_t row : {int64_t{0}, m / 2, m - 1}) {
         Case alone(1, k, n, true, 0, 0, 42);
-        std::copy(batch.x.begin() + row * k, batch.x.begin() + (row + 1) * k, alone.x.begin());
+        std::copy(batch.x.begin() + row * k, batch.x.begin() + (row + 1) * k,
+                  alone.x.begin());
         alone.Run(kernel);
         int64_t differing = 0;
-        for (int64_t j = 0; j < n; ++j) differing += !SameBits(alone.Output(0, j), batch.Output(row, j));
+        for (int64_t j = 0; j < n; ++j)
+          differing += !SameBits(alone.Output(0, j), batch.Output(row, j));
         EXPECT_EQ(differing, 0) << "row " << row << " of M=" << m;
       }
     }
@@ -174,7 +201,10 @@ TEST(LinearCpuTest, RowAloneEqualsRowInsideAnyBatch) {
 
 // Tile ranges split any way, in any order, give the bits of one call.
 TEST(LinearCpuTest, AnySplitOfTheTileRangeGivesTheSameBits) {
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1000}, {8, 1024}, {100, 500}, {512, 96}}) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1000},
+                      {8, 1024},
+                      {100, 500},
+                      {512, 96}}) {
     Case c(m, 256, n);
     const std::vector<float> whole = c.Run();
     LinearProblem p = c.Problem();
@@ -203,7 +233,8 @@ TEST(LinearCpuTest, DistinctTilesWriteDisjointOutputsCoveringY) {
     for (size_t i = 0; i < c.y.size(); ++i) writes[i] += !std::isnan(c.y[i]);
   }
   for (int64_t i = 0; i < c.rows; ++i)
-    for (int64_t j = 0; j < c.y_stride; ++j) EXPECT_EQ(writes[i * c.y_stride + j], j < c.out_features ? 1 : 0);
+    for (int64_t j = 0; j < c.y_stride; ++j)
+      EXPECT_EQ(writes[i * c.y_stride + j], j < c.out_features ? 1 : 0);
 }
 
 TEST(LinearCpuTest, RepackEqualsAFreshPack) {
@@ -214,7 +245,9 @@ TEST(LinearCpuTest, RepackEqualsAFreshPack) {
   RepackLinearWeight(new_weight.data(), &c.packed);
   EXPECT_EQ(c.packed.data.get(), storage);  // reused, not reallocated
   ASSERT_EQ(c.packed.num_floats, fresh.num_floats);
-  EXPECT_EQ(std::memcmp(c.packed.data.get(), fresh.data.get(), fresh.num_floats * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(c.packed.data.get(), fresh.data.get(),
+                        fresh.num_floats * sizeof(float)),
+            0);
 }
 
 TEST(LinearCpuTest, EmptyProblemsAndZeroDepth) {
@@ -224,7 +257,8 @@ TEST(LinearCpuTest, EmptyProblemsAndZeroDepth) {
   Case zero_depth(3, 0, 20);  // y = bias
   zero_depth.Run();
   for (int64_t i = 0; i < 3; ++i)
-    for (int64_t j = 0; j < 20; ++j) EXPECT_EQ(zero_depth.Output(i, j), zero_depth.bias[j]);
+    for (int64_t j = 0; j < 20; ++j)
+      EXPECT_EQ(zero_depth.Output(i, j), zero_depth.bias[j]);
 }
 
 }  // namespace
