@@ -65,7 +65,15 @@ PackedLinearWeight LinearPackCache::Get(const torch::Tensor& weight) {
   const int64_t version = static_cast<int64_t>(weight._version());
   if (data_ != weight.data_ptr() || version_ != version || numel_ != weight.numel()) {
     torch::Tensor w = weight.detach().contiguous();
-    packed_ = PackLinearWeight(w.data_ptr<float>(), w.size(0), w.size(1));
+    // Re-packing into the buffer we have avoids first-touch page faults (hundreds of ms for an
+    // LM head) after every optimizer step; allowed only while no caller still holds the buffer.
+    const bool reusable = packed_.data && packed_.data.use_count() == 1 &&
+                          packed_.out_features == w.size(0) && packed_.in_features == w.size(1);
+    if (reusable) {
+      RepackLinearWeight(w.data_ptr<float>(), &packed_);
+    } else {
+      packed_ = PackLinearWeight(w.data_ptr<float>(), w.size(0), w.size(1));
+    }
     data_ = weight.data_ptr();
     version_ = version;
     numel_ = weight.numel();

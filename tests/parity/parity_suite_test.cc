@@ -293,5 +293,22 @@ TEST(BatchInvariantAutogradTest, GradientsMatchFastModeGradients) {
   }
 }
 
+// The packed-weight cache must follow in-place updates (optimizer steps) and new tensors.
+TEST(BatchInvariantAutogradTest, PackedWeightsFollowInPlaceUpdates) {
+  const ParityCase c{Architecture::kLlama, "tiny"};
+  auto fast = MakeModel(c, NumericMode::kFast);
+  auto invariant = MakeModel(c, NumericMode::kBatchInvariant);
+  const Sequences sequences = RandomSequences({12, 30}, fast->config().vocab_size, 10);
+  for (int update = 0; update < 3; ++update) {
+    torch::Tensor expected = TrainerLogProbs(*fast, sequences);
+    torch::Tensor actual = TrainerLogProbs(*invariant, sequences);
+    EXPECT_LT((actual - expected).abs().max().item<double>(), 1e-4) << "after update " << update;
+    torch::NoGradGuard no_grad;
+    for (auto* model : {fast.get(), invariant.get()}) {
+      for (auto& item : model->named_parameters()) item.value().mul_(0.9).add_(0.01);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep
