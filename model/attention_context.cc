@@ -17,6 +17,17 @@ PagedKvCache AllocatePagedKvCache(const ModelConfig& config, int64_t num_blocks,
   return cache;
 }
 
+std::vector<std::vector<int32_t>> ContiguousBlockTables(int64_t num_sequences,
+                                                        int64_t blocks_per_sequence) {
+  std::vector<std::vector<int32_t>> tables(num_sequences);
+  for (int64_t s = 0; s < num_sequences; ++s) {
+    for (int64_t b = 0; b < blocks_per_sequence; ++b) {
+      tables[s].push_back(static_cast<int32_t>(s * blocks_per_sequence + b));
+    }
+  }
+  return tables;
+}
+
 absl::Status ValidatePagedAttention(const PagedAttention& paged, const ModelConfig& config,
                                     const std::vector<int64_t>& first_positions,
                                     const std::vector<int64_t>& cu_seqlens) {

@@ -35,6 +35,11 @@ struct PagedKvCache {
 PagedKvCache AllocatePagedKvCache(const ModelConfig& config, int64_t num_blocks,
                                   int64_t block_size, torch::Dtype dtype);
 
+// Block tables giving sequence s the blocks [s * blocks_per_sequence, (s + 1) *
+// blocks_per_sequence): the simplest layout, for fixed batches (tools, tests, benchmarks).
+std::vector<std::vector<int32_t>> ContiguousBlockTables(int64_t num_sequences,
+                                                        int64_t blocks_per_sequence);
+
 struct TrainingAttention {};
 
 struct PagedAttention {

@@ -21,14 +21,7 @@ absl::StatusOr<SimpleDecodeResult> DecodeGreedyOrSampled(
       (longest + options.max_new_tokens + block_size - 1) / block_size;
   PagedKvCache cache = AllocatePagedKvCache(model.config(), num_sequences * blocks_per_sequence,
                                             block_size, model.options().compute_dtype);
-  PagedAttention paged{&cache, {}};
-  for (int64_t s = 0; s < num_sequences; ++s) {
-    std::vector<int32_t> table(blocks_per_sequence);
-    for (int64_t b = 0; b < blocks_per_sequence; ++b) {
-      table[b] = static_cast<int32_t>(s * blocks_per_sequence + b);
-    }
-    paged.block_tables.push_back(std::move(table));
-  }
+  PagedAttention paged{&cache, ContiguousBlockTables(num_sequences, blocks_per_sequence)};
 
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed);
   SimpleDecodeResult result;

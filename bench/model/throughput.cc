@@ -58,12 +58,9 @@ double DecodeTokensPerSecond(Transformer& model, int64_t batch_size, int64_t con
   const int64_t blocks_per_sequence = (context + steps + block_size - 1) / block_size;
   PagedKvCache cache = AllocatePagedKvCache(model.config(), batch_size * blocks_per_sequence,
                                             block_size, model.options().compute_dtype);
-  PagedAttention paged{&cache, {}};
+  PagedAttention paged{&cache, ContiguousBlockTables(batch_size, blocks_per_sequence)};
   std::vector<std::vector<int64_t>> prompts(batch_size);
   for (int64_t s = 0; s < batch_size; ++s) {
-    std::vector<int32_t> table;
-    for (int64_t b = 0; b < blocks_per_sequence; ++b) table.push_back(s * blocks_per_sequence + b);
-    paged.block_tables.push_back(table);
     for (int64_t t = 0; t < context; ++t) prompts[s].push_back((s + 3 * t) % 256);
   }
   std::vector<int64_t> starts(batch_size, 0);

@@ -6,6 +6,7 @@
 #include "model/kernels/recompute_backward.h"
 #include "model/kernels/rms_norm_cpu.h"
 #include "model/kernels/silu_mul_cpu.h"
+#include "model/ops.h"
 
 namespace lockstep::kernels {
 namespace {
@@ -19,11 +20,6 @@ constexpr int64_t kElementGrain = 1 << 14;
 
 void CheckFloat(const torch::Tensor& t, const char* what) {
   TORCH_CHECK(t.scalar_type() == torch::kFloat32, "batch-invariant ", what, " needs float32");
-}
-
-torch::Tensor FastRmsNorm(const std::vector<torch::Tensor>& in, double eps) {
-  torch::Tensor variance = in[0].pow(2).mean(-1, /*keepdim=*/true);
-  return in[1] * (in[0] * torch::rsqrt(variance + eps));
 }
 
 struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
@@ -43,7 +39,8 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const double eps = ctx->saved_data["eps"].toDouble();
-    auto g = RecomputeBackward([eps](const auto& in) { return FastRmsNorm(in, eps); },
+    auto g = RecomputeBackward(
+        [eps](const auto& in) { return ops::RmsNorm(in[0], in[1], eps, NumericMode::kFast); },
                                ctx->get_saved_variables(), grads[0]);
     return {g[0], g[1], torch::Tensor()};
   }
@@ -61,7 +58,8 @@ struct SiluMulFunction : public torch::autograd::Function<SiluMulFunction> {
     return out;
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    auto g = RecomputeBackward([](const auto& in) { return torch::silu(in[0]) * in[1]; },
+    auto g = RecomputeBackward(
+        [](const auto& in) { return ops::SiluMul(in[0], in[1], NumericMode::kFast); },
                                ctx->get_saved_variables(), grads[0]);
     return {g[0], g[1]};
   }
