@@ -1,0 +1,189 @@
+#include "generator/engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "generator/sampler.h"
+
+namespace lockstep::generator {
+
+absl::Status EngineOptions::Validate() const {
+  if (block_size <= 0) return absl::InvalidArgumentError("block_size must be > 0");
+  if (kv_cache_bytes <= 0) return absl::InvalidArgumentError("kv_cache_bytes must be > 0");
+  if (max_samples_per_request <= 0) {
+    return absl::InvalidArgumentError("max_samples_per_request must be > 0");
+  }
+  return scheduler.Validate();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<Transformer> model,
+                                                       const EngineOptions& options) {
+  if (model == nullptr) return absl::InvalidArgumentError("engine needs a model");
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  const int64_t num_blocks =
+      BlockManager::NumBlocksForBudget(model->config(), options.block_size, options.kv_cache_bytes);
+  if (num_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kv_cache_bytes ", options.kv_cache_bytes, " holds no block of ",
+        BlockManager::BytesPerBlock(model->config(), options.block_size), " bytes"));
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(model), options, num_blocks));
+}
+
+Engine::Engine(std::shared_ptr<Transformer> model, const EngineOptions& options,
+               int64_t num_blocks)
+    : options_(options),
+      max_context_(model->config().max_position_embeddings),
+      mode_(model->options().numeric_mode),
+      block_manager_(num_blocks, options.block_size),
+      scheduler_(options.scheduler, &block_manager_),
+      runner_(std::move(model), num_blocks, options.block_size),
+      weight_version_(options.initial_weight_version) {}
+
+absl::StatusOr<int64_t> Engine::AddRequest(const Request& request) {
+  const SamplingParams& params = request.params;
+  const int64_t vocab = runner_.model().config().vocab_size;
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt.size());
+  if (request.prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
+  for (int64_t token : request.prompt) {
+    if (token < 0 || token >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt token id ", token, " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  if (request.n < 1 || request.n > options_.max_samples_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat("n must be in [1, ",
+                                                   options_.max_samples_per_request, "]"));
+  }
+  if (params.max_tokens <= 0) return absl::InvalidArgumentError("max_tokens must be > 0");
+  if (!(params.temperature >= 0.0)) return absl::InvalidArgumentError("temperature must be >= 0");
+  if (params.top_k < 0) return absl::InvalidArgumentError("top_k must be >= 0");
+  if (!(params.top_p > 0.0 && params.top_p <= 1.0)) {
+    return absl::InvalidArgumentError("top_p must be in (0, 1]");
+  }
+  if (prompt_len + params.max_tokens > max_context_) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt (", prompt_len, ") + max_tokens (",
+                                                   params.max_tokens, ") exceeds the context (",
+                                                   max_context_, ")"));
+  }
+  // A lone sample must always fit the pool, copy-on-write included, or it could never finish.
+  const int64_t blocks_for_one =
+      (prompt_len + params.max_tokens + options_.block_size - 1) / options_.block_size + 1;
+  if (blocks_for_one > block_manager_.num_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt + max_tokens needs ", blocks_for_one, " KV blocks; the pool has ",
+        block_manager_.num_blocks()));
+  }
+
+  const int64_t id = next_request_id_++;
+  RequestState& state = requests_[id];
+  for (int64_t i = 0; i < request.n; ++i) {
+    state.samples.push_back(
+        std::make_unique<Sequence>(id, i, request.prompt, params, request.seed));
+    if (i > 0) state.pending_forks.push_back(state.samples.back().get());
+  }
+  state.num_unfinished = request.n;
+  scheduler_.Add(state.samples[0].get());
+  return id;
+}
+
+absl::Status Engine::ApplyStagedWeights() {
+  std::optional<StagedWeights> staged;
+  {
+    std::lock_guard<std::mutex> lock(staged_mu_);
+    staged.swap(staged_);
+  }
+  if (!staged.has_value()) return absl::OkStatus();
+  if (absl::Status s = runner_.LoadWeights(staged->state); !s.ok()) return s;
+  weight_version_ = staged->version;
+  return absl::OkStatus();
+}
+
+void Engine::InstallWeights(TensorMap state, int64_t version) {
+  std::lock_guard<std::mutex> lock(staged_mu_);
+  staged_ = StagedWeights{std::move(state), version};
+}
+
+FinishReason Engine::StopReason(const Sequence& seq) const {
+  const SamplingParams& params = seq.params();
+  const int64_t last = seq.generated().back();
+  if (params.eos_token_id.has_value() && last == *params.eos_token_id) return FinishReason::kEos;
+  if (std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), last) !=
+      params.stop_token_ids.end()) {
+    return FinishReason::kStopToken;
+  }
+  if (seq.num_generated_tokens() >= params.max_tokens || seq.num_tokens() >= max_context_) {
+    return FinishReason::kMaxTokens;
+  }
+  return FinishReason::kNone;
+}
+
+void Engine::FinishSample(Sequence* seq, FinishReason reason) {
+  scheduler_.Finish(seq, reason);
+  SampleOutput out;
+  out.request_id = seq->request_id();
+  out.sample_index = seq->sample_index();
+  out.prompt = seq->prompt();
+  out.tokens = seq->generated();
+  out.logprobs = seq->logprobs();
+  out.weight_versions = seq->weight_versions();
+  out.finish_reason = reason;
+  out.num_preemptions = seq->num_preemptions;
+  finished_.push_back(std::move(out));
+  auto it = requests_.find(seq->request_id());
+  if (--it->second.num_unfinished == 0) requests_.erase(it);  // frees the sequences
+}
+
+absl::StatusOr<std::vector<SampleOutput>> Engine::Step() {
+  if (absl::Status s = ApplyStagedWeights(); !s.ok()) return s;
+  ScheduledStep step = scheduler_.Schedule();
+  if (!step.empty()) {
+    absl::StatusOr<torch::Tensor> logits = runner_.Run(step);
+    if (!logits.ok()) return logits.status();
+    scheduler_.Commit(step);
+    int64_t row = 0;
+    for (const ScheduledSequence& scheduled : step.sequences) {
+      if (scheduled.seq->num_computed_tokens != scheduled.seq->num_tokens()) continue;
+      Sequence* leader = scheduled.seq;
+      torch::Tensor logits_row = (*logits)[row++];
+      std::vector<Sequence*> samplers = {leader};
+      RequestState& state = requests_.at(leader->request_id());
+      if (leader->num_generated_tokens() == 0 && !state.pending_forks.empty()) {
+        // The prompt is cached: the other samples share its blocks and this logits row.
+        for (Sequence* child : state.pending_forks) {
+          block_manager_.Fork(*leader, *child);
+          scheduler_.AddRunning(child);
+          samplers.push_back(child);
+        }
+        state.pending_forks.clear();
+      }
+      for (Sequence* seq : samplers) {
+        const SampledToken sampled = SampleToken(logits_row, *seq, mode_);
+        seq->AppendToken(sampled.token, sampled.logprob, weight_version_);
+        const FinishReason reason = StopReason(*seq);
+        if (reason != FinishReason::kNone) FinishSample(seq, reason);
+      }
+    }
+  }
+  std::vector<SampleOutput> out;
+  out.swap(finished_);
+  return out;
+}
+
+bool Engine::Abort(int64_t request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  std::vector<Sequence*> live;
+  for (const auto& seq : it->second.samples) {
+    if (seq->status != SequenceStatus::kFinished) live.push_back(seq.get());
+  }
+  // FinishSample erases the request after its last sample; `live` holds what to finish.
+  // Pending forks hold no blocks and sit in no queue; finishing them is bookkeeping only.
+  for (Sequence* seq : live) FinishSample(seq, FinishReason::kAborted);
+  return true;
+}
+
+bool Engine::HasUnfinished() const { return !requests_.empty() || !finished_.empty(); }
+
+}  // namespace lockstep::generator

@@ -1,0 +1,133 @@
+// The generator engine: requests in, finished samples out, one Step() at a time.
+//
+//   Step() = apply staged weights → scheduler.Schedule() → runner.Run() → sample → finish.
+//
+// A request is one prompt with `n` samples. Sample 0 prefills the prompt; when its prefill ends,
+// samples 1..n-1 fork from it (sharing the prompt's KV blocks, copy-on-write) and every sample
+// draws its first token from the same logits row with its own random stream. Each sample's
+// tokens depend only on (seed, sample index, prompt, weights): in batch-invariant mode never on
+// batch composition, chunking or preemption.
+//
+// Weight hot-swap: InstallWeights stages a new state dict and version; the next Step applies it
+// before scheduling. Sequences in flight continue (their cached keys/values stay); every token
+// records the version it was sampled under.
+//
+// Thread safety: InstallWeights may be called from any thread. Everything else must be called
+// from one thread (the engine thread).
+#ifndef LOCKSTEP_GENERATOR_ENGINE_H_
+#define LOCKSTEP_GENERATOR_ENGINE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "generator/block_manager.h"
+#include "generator/model_runner.h"
+#include "generator/scheduler.h"
+#include "generator/sequence.h"
+#include "model/safetensors.h"
+#include "model/transformer.h"
+
+namespace lockstep::generator {
+
+struct EngineOptions {
+  int64_t block_size = 16;
+  int64_t kv_cache_bytes = int64_t{256} << 20;  // KV pool budget; see BlockManager::BytesPerBlock
+  int64_t max_samples_per_request = 64;         // limit on Request::n
+  SchedulerOptions scheduler;
+  int64_t initial_weight_version = 0;
+
+  absl::Status Validate() const;
+};
+
+struct Request {
+  std::vector<int64_t> prompt;
+  int64_t n = 1;
+  SamplingParams params;
+  uint64_t seed = 0;
+};
+
+// A finished sample.
+struct SampleOutput {
+  int64_t request_id = 0;
+  int64_t sample_index = 0;
+  std::vector<int64_t> prompt;
+  std::vector<int64_t> tokens;
+  std::vector<float> logprobs;              // fp32 log p(token) under softmax(logits / T)
+  std::vector<int64_t> weight_versions;     // version each token was sampled under
+  FinishReason finish_reason = FinishReason::kNone;
+  int64_t num_preemptions = 0;
+};
+
+class Engine {
+ public:
+  // The engine shares `model` (its runner is the only caller). InvalidArgument on bad options or
+  // a KV budget too small for a single block.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::shared_ptr<Transformer> model,
+                                                        const EngineOptions& options);
+
+  // Queues a request; returns its id. InvalidArgument, naming the field, for an empty prompt,
+  // a token id outside the vocabulary, n outside [1, max_samples_per_request], max_tokens <= 0,
+  // prompt + max_tokens beyond the context or the KV pool, or bad sampling values.
+  absl::StatusOr<int64_t> AddRequest(const Request& request);
+
+  // One engine step. Returns the samples that finished in it (and those aborted since the last
+  // step). Errors from the model or from installing staged weights.
+  absl::StatusOr<std::vector<SampleOutput>> Step();
+
+  // Aborts every sample of the request; they come out of the next Step with reason kAborted and
+  // their blocks are freed now. Returns false if the request is unknown or already finished.
+  bool Abort(int64_t request_id);
+
+  // True iff some request has samples not yet returned by Step.
+  bool HasUnfinished() const;
+
+  // Stages weights (Hugging Face names, all parameters) to be applied before the next step.
+  // A later call replaces an earlier one not yet applied. Thread-safe.
+  void InstallWeights(TensorMap state, int64_t version);
+
+  int64_t weight_version() const { return weight_version_; }
+  const BlockManager& block_manager() const { return block_manager_; }
+  int64_t num_waiting() const { return scheduler_.num_waiting(); }
+  int64_t num_running() const { return scheduler_.num_running(); }
+
+ private:
+  struct RequestState {
+    std::vector<std::unique_ptr<Sequence>> samples;
+    std::vector<Sequence*> pending_forks;  // samples 1..n-1 until sample 0's prefill ends
+    int64_t num_unfinished = 0;
+  };
+  struct StagedWeights {
+    TensorMap state;
+    int64_t version = 0;
+  };
+
+  Engine(std::shared_ptr<Transformer> model, const EngineOptions& options, int64_t num_blocks);
+  absl::Status ApplyStagedWeights();
+  // Finishes seq (frees its blocks) and queues its output.
+  void FinishSample(Sequence* seq, FinishReason reason);
+  FinishReason StopReason(const Sequence& seq) const;
+
+  EngineOptions options_;
+  int64_t max_context_;
+  NumericMode mode_;
+  BlockManager block_manager_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  int64_t weight_version_;
+  int64_t next_request_id_ = 0;
+  std::map<int64_t, RequestState> requests_;
+  std::vector<SampleOutput> finished_;  // returned by the next Step
+
+  mutable std::mutex staged_mu_;
+  std::optional<StagedWeights> staged_ ABSL_GUARDED_BY(staged_mu_);
+};
+
+}  // namespace lockstep::generator
+
+#endif  // LOCKSTEP_GENERATOR_ENGINE_H_

@@ -1,0 +1,67 @@
+#include "generator/model_runner.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "model/checkpoint.h"
+
+namespace lockstep::generator {
+
+ModelRunner::ModelRunner(std::shared_ptr<Transformer> model, int64_t num_blocks,
+                         int64_t block_size)
+    : model_(std::move(model)),
+      cache_(AllocatePagedKvCache(model_->config(), num_blocks, block_size,
+                                  model_->options().compute_dtype)) {}
+
+void ModelRunner::CopyBlocks(const std::vector<BlockCopy>& copies) {
+  for (const BlockCopy& copy : copies) {
+    for (size_t layer = 0; layer < cache_.keys.size(); ++layer) {
+      cache_.keys[layer][copy.destination].copy_(cache_.keys[layer][copy.source]);
+      cache_.values[layer][copy.destination].copy_(cache_.values[layer][copy.source]);
+    }
+  }
+}
+
+absl::StatusOr<torch::Tensor> ModelRunner::Run(const ScheduledStep& step) {
+  torch::NoGradGuard no_grad;
+  try {
+    CopyBlocks(step.block_copies);
+    std::vector<std::vector<int64_t>> tokens;
+    std::vector<int64_t> starts;
+    PagedAttention paged{&cache_, {}};
+    std::vector<int64_t> sampling_rows;
+    for (size_t i = 0; i < step.sequences.size(); ++i) {
+      const ScheduledSequence& s = step.sequences[i];
+      std::vector<int64_t> chunk;
+      for (int64_t p = 0; p < s.num_new_tokens; ++p) {
+        chunk.push_back(s.seq->token_at(s.seq->num_computed_tokens + p));
+      }
+      tokens.push_back(std::move(chunk));
+      starts.push_back(s.seq->num_computed_tokens);
+      paged.block_tables.push_back(s.seq->block_table);
+      if (s.samples()) sampling_rows.push_back(static_cast<int64_t>(i));
+    }
+    absl::StatusOr<PackedBatch> batch = PackContinuations(tokens, starts);
+    if (!batch.ok()) return batch.status();
+    absl::StatusOr<torch::Tensor> hidden = model_->Hidden(*batch, paged);
+    if (!hidden.ok()) return hidden.status();
+    if (sampling_rows.empty()) {
+      return torch::empty({0, model_->config().vocab_size}, torch::kFloat32);
+    }
+    torch::Tensor last = Transformer::LastTokenRows(*hidden, *batch);
+    return model_->Logits(last.index_select(0, torch::tensor(sampling_rows, torch::kInt64)));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("model runner: ", e.what_without_backtrace()));
+  }
+}
+
+absl::Status ModelRunner::LoadWeights(const TensorMap& tensors) {
+  torch::NoGradGuard no_grad;
+  try {
+    return LoadStateDict(*model_, tensors, "installed weights");
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("loading weights: ", e.what_without_backtrace()));
+  }
+}
+
+}  // namespace lockstep::generator

@@ -1,0 +1,48 @@
+// The only place that calls the model. Owns the paged KV cache, turns a scheduled step into a
+// PackedBatch + PagedAttention, applies copy-on-write block copies, runs the forward without
+// autograd and returns the logits of the sequences that sample this step.
+//
+// Thread safety: none; used by the engine thread only.
+#ifndef LOCKSTEP_GENERATOR_MODEL_RUNNER_H_
+#define LOCKSTEP_GENERATOR_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "generator/scheduler.h"
+#include "model/safetensors.h"
+#include "model/transformer.h"
+
+namespace lockstep::generator {
+
+class ModelRunner {
+ public:
+  // Allocates a cache of num_blocks × block_size slots per layer in the model's compute dtype.
+  ModelRunner(std::shared_ptr<Transformer> model, int64_t num_blocks, int64_t block_size);
+
+  // Runs the step: float32 logits [number of step.sequences with samples(), vocab], in the order
+  // of step.sequences. Does not change the sequences (the scheduler commits afterwards).
+  // Errors: the model's InvalidArgument/Internal, or Internal for a LibTorch failure.
+  absl::StatusOr<torch::Tensor> Run(const ScheduledStep& step);
+
+  // Copies `tensors` into the model's parameters (between steps). InvalidArgument on a missing
+  // or mis-shaped tensor; the model is unchanged then only if the check failed before copying.
+  absl::Status LoadWeights(const TensorMap& tensors);
+
+  const Transformer& model() const { return *model_; }
+  const PagedKvCache& cache() const { return cache_; }
+
+ private:
+  void CopyBlocks(const std::vector<BlockCopy>& copies);
+
+  std::shared_ptr<Transformer> model_;
+  PagedKvCache cache_;
+};
+
+}  // namespace lockstep::generator
+
+#endif  // LOCKSTEP_GENERATOR_MODEL_RUNNER_H_
