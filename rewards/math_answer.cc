@@ -87,8 +87,8 @@ size_t ScanNumber(absl::string_view s, size_t i) {
     return j;
   };
   size_t j = digits_from(i);
-  while (j + 3 < n + 0 && s[j] == ',' && IsDigit(s[j + 1]) && IsDigit(s[j + 2]) &&
-         IsDigit(s[j + 3]) && (j + 4 == n || !IsDigit(s[j + 4]))) {
+  while (j + 3 < n && s[j] == ',' && IsDigit(s[j + 1]) && IsDigit(s[j + 2]) && IsDigit(s[j + 3]) &&
+         (j + 4 == n || !IsDigit(s[j + 4]))) {
     j += 4;
   }
   if (j + 1 < n && s[j] == '.' && IsDigit(s[j + 1])) j = digits_from(j + 1);
@@ -100,8 +100,8 @@ std::optional<std::string> LastNumber(absl::string_view text) {
   std::optional<std::string> last;
   size_t i = 0;
   while (i < text.size()) {
-    const bool starts = IsDigit(text[i]) ||
-                        (text[i] == '.' && i + 1 < text.size() && IsDigit(text[i + 1]));
+    const bool starts =
+        IsDigit(text[i]) || (text[i] == '.' && i + 1 < text.size() && IsDigit(text[i + 1]));
     if (!starts) {
       ++i;
       continue;
@@ -110,9 +110,9 @@ std::optional<std::string> LastNumber(absl::string_view text) {
     const size_t end = ScanNumber(text, i);
     // A '-' right before is a sign unless it follows something that makes it a binary minus.
     if (start > 0 && text[start - 1] == '-') {
-      const bool binary = start >= 2 && (absl::ascii_isalnum(static_cast<unsigned char>(
-                                             text[start - 2])) ||
-                                         text[start - 2] == ')');
+      const bool binary =
+          start >= 2 && (absl::ascii_isalnum(static_cast<unsigned char>(text[start - 2])) ||
+                         text[start - 2] == ')');
       if (!binary) --start;
     }
     last = std::string(text.substr(start, end - start));
@@ -153,8 +153,8 @@ bool IsTextCommand(absl::string_view command) {
 }
 
 bool IsDroppedCommand(absl::string_view command) {
-  static constexpr absl::string_view kDropped[] = {"left", "right", "displaystyle", "circ",
-                                                   "degree", "big", "Big"};
+  static constexpr absl::string_view kDropped[] = {"left",   "right", "displaystyle", "circ",
+                                                   "degree", "big",   "Big"};
   return std::find(std::begin(kDropped), std::end(kDropped), command) != std::end(kDropped);
 }
 
@@ -232,8 +232,7 @@ std::string RewriteLatex(absl::string_view s, bool drop_text) {
       const size_t close = k < s.size() && s[k] == '{' ? MatchBrace(s, k) : kNotFound;
       if (close != kNotFound) {
         if (!drop_text || command == "boxed") {
-          absl::StrAppend(&out, " ", RewriteLatex(s.substr(k + 1, close - k - 1), drop_text),
-                          " ");
+          absl::StrAppend(&out, " ", RewriteLatex(s.substr(k + 1, close - k - 1), drop_text), " ");
         }
         i = close + 1;
         continue;
@@ -270,9 +269,8 @@ std::string RewriteLatex(absl::string_view s, bool drop_text) {
 std::string RemoveThousandsSeparators(absl::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == ',' && i > 0 && IsDigit(s[i - 1]) && i + 3 < s.size() + 0 &&
-        IsDigit(s[i + 1]) && IsDigit(s[i + 2]) && IsDigit(s[i + 3]) &&
-        (i + 4 == s.size() || !IsDigit(s[i + 4]))) {
+    if (s[i] == ',' && i > 0 && IsDigit(s[i - 1]) && i + 3 < s.size() && IsDigit(s[i + 1]) &&
+        IsDigit(s[i + 2]) && IsDigit(s[i + 3]) && (i + 4 == s.size() || !IsDigit(s[i + 4]))) {
       continue;
     }
     out.push_back(s[i]);
@@ -291,10 +289,9 @@ std::string Finish(absl::string_view rewritten) {
   // "x=5" -> "5" (one '=' after a plain variable name).
   const size_t eq = s.find('=');
   if (eq != std::string::npos && eq > 0 && s.find('=', eq + 1) == std::string::npos &&
-      IsAlpha(s[0]) &&
-      std::all_of(s.begin(), s.begin() + eq,
-                  [](char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
-                                      c == '_'; })) {
+      IsAlpha(s[0]) && std::all_of(s.begin(), s.begin() + eq, [](char c) {
+        return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+      })) {
     s.erase(0, eq + 1);
   }
   s = RemoveThousandsSeparators(s);
@@ -373,7 +370,9 @@ std::optional<std::string> CanonicalNumber(absl::string_view s) {
 // Value of a canonical number (see CanonicalNumber).
 double CanonicalValue(absl::string_view canonical) {
   const bool negative = absl::ConsumePrefix(&canonical, "-");
-  auto parse = [](absl::string_view part) { return std::strtod(std::string(part).c_str(), nullptr); };
+  auto parse = [](absl::string_view part) {
+    return std::strtod(std::string(part).c_str(), nullptr);
+  };
   double value;
   const size_t slash = canonical.find('/');
   if (slash == kNotFound) {

@@ -43,9 +43,8 @@ absl::StatusOr<std::unique_ptr<RegexFormatReward>> RegexFormatReward::Create(
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof(message));
     return absl::InvalidArgumentError(absl::StrCat("regex: pattern \"", options.pattern,
-                                                   "\" does not compile at offset ",
-                                                   error_offset, ": ",
-                                                   reinterpret_cast<const char*>(message)));
+                                                   "\" does not compile at offset ", error_offset,
+                                                   ": ", reinterpret_cast<const char*>(message)));
   }
   // JIT is an optimisation only; the interpreter serves when it is unavailable.
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
@@ -70,8 +69,9 @@ absl::StatusOr<bool> RegexFormatReward::Matches(absl::string_view text) const {
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   PCRE2_UCHAR message[256];
   pcre2_get_error_message(rc, message, sizeof(message));
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "regex: matching \"", options_.pattern, "\" failed: ", reinterpret_cast<const char*>(message)));
+  return absl::ResourceExhaustedError(
+      absl::StrCat("regex: matching \"", options_.pattern,
+                   "\" failed: ", reinterpret_cast<const char*>(message)));
 }
 
 absl::StatusOr<RewardResult> RegexFormatReward::Score(const RewardInput& input) const {

@@ -15,10 +15,10 @@
 namespace lockstep::rewards {
 
 struct RegexFormatOptions {
-  std::string pattern;       // PCRE2 syntax; required
-  bool full_match = false;   // the whole completion must match (else: a match anywhere)
-  bool dot_all = true;       // '.' also matches newlines (completions span lines)
-  bool multiline = false;    // ^ and $ match at line breaks
+  std::string pattern;      // PCRE2 syntax; required
+  bool full_match = false;  // the whole completion must match (else: a match anywhere)
+  bool dot_all = true;      // '.' also matches newlines (completions span lines)
+  bool multiline = false;   // ^ and $ match at line breaks
   bool ignore_case = false;
   double match_reward = 1.0;
   double no_match_reward = 0.0;

@@ -59,9 +59,7 @@ class OptionReader {
     });
   }
   // For values that need more than a type check (enums, arrays). Returns nullptr if absent.
-  const nlohmann::json* Raw(const char* key, bool required = false) {
-    return Find(key, required);
-  }
+  const nlohmann::json* Raw(const char* key, bool required = false) { return Find(key, required); }
 
   // Records an error about one option (first error wins).
   void BadValue(const char* key, absl::string_view why) {
@@ -74,8 +72,8 @@ class OptionReader {
     if (options_.is_object()) {
       for (const auto& [key, value] : options_.items()) {
         if (read_.count(key) == 0) {
-          return absl::InvalidArgumentError(absl::StrCat("reward \"", reward_,
-                                                         "\": unknown option \"", key, "\""));
+          return absl::InvalidArgumentError(
+              absl::StrCat("reward \"", reward_, "\": unknown option \"", key, "\""));
         }
       }
     }
@@ -166,8 +164,8 @@ absl::StatusOr<std::unique_ptr<Reward>> CreateLengthPenalty(const nlohmann::json
     } else if (*unit == "tokens") {
       options.unit = LengthUnit::kTokens;
     } else {
-      reader.BadValue("unit", absl::StrCat("must be \"chars\", \"words\" or \"tokens\", got ",
-                                           unit->dump()));
+      reader.BadValue(
+          "unit", absl::StrCat("must be \"chars\", \"words\" or \"tokens\", got ", unit->dump()));
     }
   }
   if (absl::Status status = reader.Finish(); !status.ok()) return status;
@@ -201,8 +199,8 @@ absl::StatusOr<std::unique_ptr<Reward>> RewardRegistry::Create(
   if (name == kRubric) return CreateRubric(options);
   auto it = factories_.find(name);
   if (it == factories_.end()) {
-    return absl::NotFoundError(absl::StrCat("unknown reward \"", name, "\" (known: ",
-                                            absl::StrJoin(names(), ", "), ")"));
+    return absl::NotFoundError(
+        absl::StrCat("unknown reward \"", name, "\" (known: ", absl::StrJoin(names(), ", "), ")"));
   }
   return it->second(options);
 }
@@ -237,9 +235,9 @@ absl::StatusOr<std::unique_ptr<Reward>> RewardRegistry::CreateRubric(
     absl::StatusOr<std::unique_ptr<Reward>> reward =
         Create(reward_name, options != nullptr ? *options : nlohmann::json::object());
     if (!reward.ok()) {
-      return absl::Status(reward.status().code(),
-                          absl::StrCat("rubric component \"", component.name,
-                                       "\": ", reward.status().message()));
+      return absl::Status(
+          reward.status().code(),
+          absl::StrCat("rubric component \"", component.name, "\": ", reward.status().message()));
     }
     component.reward = std::move(*reward);
     components.push_back(std::move(component));

@@ -34,10 +34,10 @@ grpc::ServerUnaryReactor* RewardService::Score(grpc::CallbackServerContext* cont
   }
   if (options_.max_batch_size != 0 &&
       static_cast<size_t>(request->items_size()) > options_.max_batch_size) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        absl::StrCat("batch of ", request->items_size(), " items exceeds the limit of ",
-                     options_.max_batch_size)));
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("batch of ", request->items_size(),
+                                  " items exceeds the limit of ", options_.max_batch_size)));
     return reactor;
   }
   response->mutable_scores()->Reserve(request->items_size());

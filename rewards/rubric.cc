@@ -14,8 +14,8 @@ absl::StatusOr<std::unique_ptr<Rubric>> Rubric::Create(std::vector<RubricCompone
   std::set<std::string> names;
   for (const RubricComponent& component : components) {
     if (component.name.empty() || component.name.find('/') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rubric: component name \"", component.name, "\" must be non-empty and without '/'"));
+      return absl::InvalidArgumentError(absl::StrCat("rubric: component name \"", component.name,
+                                                     "\" must be non-empty and without '/'"));
     }
     if (!names.insert(component.name).second) {
       return absl::InvalidArgumentError(
@@ -38,9 +38,8 @@ absl::StatusOr<RewardResult> Rubric::Score(const RewardInput& input) const {
   for (const RubricComponent& component : components_) {
     absl::StatusOr<RewardResult> part = component.reward->Score(input);
     if (!part.ok()) {
-      return absl::Status(part.status().code(),
-                          absl::StrCat("rubric component \"", component.name,
-                                       "\": ", part.status().message()));
+      return absl::Status(part.status().code(), absl::StrCat("rubric component \"", component.name,
+                                                             "\": ", part.status().message()));
     }
     result.reward += component.weight * part->reward;
     result.sub_scores[component.name] = part->reward;

@@ -69,7 +69,10 @@ const std::vector<MathCase>& MathCases() {
       {"NegativeInteger", "\\boxed{-3}", "-3", 1, 1},
       {"NegativeVsPositive", "\\boxed{-3}", "3", 0, 1},
       {"NegativeZero", "\\boxed{-0}", "0", 1, 1},
-      {"UnicodeMinus", "\\boxed{\xE2\x88\x92" "2}", "-2", 1, 1},
+      {"UnicodeMinus",
+       "\\boxed{\xE2\x88\x92"
+       "2}",
+       "-2", 1, 1},
       {"ThousandsVsPlain", "\\boxed{1,000}", "1000", 1, 1},
       {"ThousandsMillions", "\\boxed{1,234,567}", "1234567", 1, 1},
       {"LatexThousands", "\\boxed{1{,}000}", "1000", 1, 1},
@@ -120,8 +123,8 @@ TEST_P(MathAnswerTableTest, ScoresAsExpected) {
   input.reference = c.reference;
   absl::StatusOr<RewardResult> result = (*reward)->Score(input);
   ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(result->reward, c.reward) << "completion: " << c.completion
-                                      << "\nreference: " << c.reference;
+  EXPECT_EQ(result->reward, c.reward)
+      << "completion: " << c.completion << "\nreference: " << c.reference;
   EXPECT_EQ(result->sub_scores.at("format"), c.format);
 }
 

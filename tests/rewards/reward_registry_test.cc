@@ -128,12 +128,12 @@ TEST(RewardRegistryTest, RegistersCustomRewardsUsableInRubrics) {
                             })
                   .ok());
   EXPECT_EQ(registry.Register("math", nullptr).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.Register("rubric", [](const json&) { return CreateBuiltinReward("math"); })
-                .code(),
-            absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(registry.Register("math", [](const json&) { return CreateBuiltinReward("math"); })
-                .code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      registry.Register("rubric", [](const json&) { return CreateBuiltinReward("math"); }).code(),
+      absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      registry.Register("math", [](const json&) { return CreateBuiltinReward("math"); }).code(),
+      absl::StatusCode::kAlreadyExists);
   // The custom factory's own error surfaces through the rubric.
   auto rubric = registry.Create(
       "rubric", json::parse(R"({"components": [{"name": "c", "reward": "always_one"}]})"));

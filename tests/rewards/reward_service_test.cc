@@ -1,11 +1,11 @@
 // RewardService served on loopback by a real gRPC server, called through the generated stub.
 #include "rewards/reward_service.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <cmath>
 #include <memory>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -40,8 +40,8 @@ class RewardServiceTest : public testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
-    stub_ = v1::Reward::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                                    grpc::InsecureChannelCredentials()));
+    stub_ = v1::Reward::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   }
 
   void TearDown() override {
@@ -57,8 +57,7 @@ class RewardServiceTest : public testing::Test {
   }
 
   static v1::RewardItem* AddItem(v1::ScoreRequest* request, const std::string& id,
-                                 const std::string& completion,
-                                 const std::string& reference = "") {
+                                 const std::string& completion, const std::string& reference = "") {
     v1::RewardItem* item = request->add_items();
     item->set_id(id);
     item->set_completion(completion);

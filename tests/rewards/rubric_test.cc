@@ -42,32 +42,31 @@ RubricComponent Component(std::string name, double weight, std::unique_ptr<Rewar
 
 TEST(RubricTest, WeightedSumAndEveryComponentLogged) {
   std::vector<RubricComponent> components;
-  components.push_back(Component("correct", 1.0, std::make_unique<FixedReward>(
-                                                     1.0, std::map<std::string, double>{
-                                                              {"format", 1.0}})));
-  components.push_back(Component("style", 0.25, std::make_unique<FixedReward>(0.5,
-                                                     std::map<std::string, double>{})));
-  components.push_back(Component("length", 2.0, std::make_unique<FixedReward>(
-                                                    -0.1, std::map<std::string, double>{
-                                                              {"length", 120.0}})));
+  components.push_back(Component(
+      "correct", 1.0,
+      std::make_unique<FixedReward>(1.0, std::map<std::string, double>{{"format", 1.0}})));
+  components.push_back(Component(
+      "style", 0.25, std::make_unique<FixedReward>(0.5, std::map<std::string, double>{})));
+  components.push_back(Component(
+      "length", 2.0,
+      std::make_unique<FixedReward>(-0.1, std::map<std::string, double>{{"length", 120.0}})));
   auto rubric = Rubric::Create(std::move(components));
   ASSERT_TRUE(rubric.ok()) << rubric.status();
   absl::StatusOr<RewardResult> result = (*rubric)->Score({});
   ASSERT_TRUE(result.ok()) << result.status();
   // 1.0 * 1 + 0.25 * 0.5 + 2.0 * (-0.1)
   EXPECT_NEAR(result->reward, 0.925, 1e-12);
-  EXPECT_THAT(result->sub_scores,
-              ElementsAre(Pair("correct", 1.0), Pair("correct/format", 1.0),
-                          Pair("length", DoubleNear(-0.1, 1e-12)), Pair("length/length", 120.0),
-                          Pair("style", 0.5)));
+  EXPECT_THAT(result->sub_scores, ElementsAre(Pair("correct", 1.0), Pair("correct/format", 1.0),
+                                              Pair("length", DoubleNear(-0.1, 1e-12)),
+                                              Pair("length/length", 120.0), Pair("style", 0.5)));
 }
 
 TEST(RubricTest, ScoresRealRewards) {
   std::vector<RubricComponent> components;
-  components.push_back(Component("exact", 0.5, std::make_unique<ExactMatchReward>(
-                                                   ExactMatchOptions{.ignore_case = true})));
-  components.push_back(Component("exact_raw", 0.5, std::make_unique<ExactMatchReward>(
-                                                       ExactMatchOptions{})));
+  components.push_back(Component(
+      "exact", 0.5, std::make_unique<ExactMatchReward>(ExactMatchOptions{.ignore_case = true})));
+  components.push_back(
+      Component("exact_raw", 0.5, std::make_unique<ExactMatchReward>(ExactMatchOptions{})));
   auto rubric = Rubric::Create(std::move(components));
   ASSERT_TRUE(rubric.ok());
   RewardInput input;
