@@ -240,6 +240,14 @@ std::string RewriteLatex(absl::string_view s, bool drop_text) {
     } else if (IsDroppedCommand(command)) {
       i = j;
       continue;
+    } else if (command == "sqrt") {  // \sqrt3 -> \sqrt{3}
+      size_t k = j;
+      while (k < s.size() && IsSpace(s[k])) ++k;
+      if (k < s.size() && s[k] != '{' && s[k] != '[' && s[k] != '\\') {
+        absl::StrAppend(&out, "\\sqrt{", s.substr(k, 1), "}");
+        i = k + 1;
+        continue;
+      }
     } else if (command == "frac" || command == "dfrac" || command == "tfrac") {
       size_t k = j;
       std::optional<std::string> numerator = ReadFracArgument(s, &k, drop_text);

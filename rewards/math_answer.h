@@ -9,7 +9,7 @@
 // Normalisation: surrounding spaces, $...$, \(...\) and \[...\] are stripped; \text{...},
 // \mathrm{...} and \mbox{...} units are dropped when a number remains (else unwrapped); $, \%,
 // %, degree signs, \left/\right and LaTeX spacing are removed; \dfrac and \tfrac read as \frac;
-// \frac{a}{b}, \frac12 and a/b are fractions; 1,234 and 1{,}234 lose their separators; a leading
+// \frac{a}{b}, \frac12 and a/b are fractions; \sqrt3 reads as \sqrt{3}; 1,234 and 1{,}234 lose their separators; a leading
 // "x =" is dropped; numbers print without leading zeros, trailing decimal zeros or "+".
 // Comparison: two integers compare exactly; otherwise two numbers match when
 // |a - b| <= tolerance * max(1, |a|, |b|); anything else compares as normalised strings.

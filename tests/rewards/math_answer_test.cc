@@ -27,7 +27,8 @@ const std::vector<MathCase>& MathCases() {
       {"BoxedInteger", "So the answer is \\boxed{42}.", "42", 1, 1},
       {"BoxedWrong", "So the answer is \\boxed{41}.", "42", 0, 1},
       {"BoxedNestedFrac", "$\\boxed{\\frac{1}{2}}$", "1/2", 1, 1},
-      {"BoxedNestedBraces", "\\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt3}{2}", 0, 1},
+      {"BoxedNestedBracesSqrtShorthand", "\\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt3}{2}", 1,
+       1},
       {"BoxedNestedBracesSameSpelling", "\\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt{3}}{2}", 1,
        1},
       {"LastBoxWins", "First \\boxed{3}, then corrected: \\boxed{5}", "5", 1, 1},
@@ -108,6 +109,14 @@ const std::vector<MathCase>& MathCases() {
       {"PiExpression", "\\boxed{\\frac{\\pi}{2}}", "\\dfrac{\\pi}{2}", 1, 1},
       {"IntervalDiffers", "\\boxed{[0, 1)}", "[0,1]", 0, 1},
       {"TextWord", "\\boxed{\\text{Monday}}", "Monday", 1, 1},
+      {"SqrtDiffers", "\\boxed{\\sqrt{2}}", "\\sqrt3", 0, 1},
+      {"DollarWithLatexThousands", "\\boxed{\\$1{,}234.56}", "1234.56", 1, 1},
+      {"ThinSpaceThousands", "\\boxed{100\\,000}", "100000", 1, 1},
+      {"MboxUnit", "\\boxed{12 \\mbox{ inches}}", "12", 1, 1},
+      {"WordAfterMath", "#### $1,234$ dollars", "1234", 1, 1},
+      {"AnswerIsColon", "The answer is: 3", "3", 1, 1},
+      {"AssignmentBeforeBox", "x = \\boxed{3}", "3", 1, 1},
+      {"TrailingPeriodAfterMath", "so $x=-2$.", "-2", 1, 1},
   };
   return cases;
 }
