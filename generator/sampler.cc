@@ -31,9 +31,15 @@ SampledToken SampleToken(const torch::Tensor& logits, Sequence& seq, NumericMode
     int64_t num_kept = vocab;
     const bool filter = params.top_k > 0 || params.top_p < 1.0;
     if (filter) {
-      std::stable_sort(order.begin(), order.end(),
-                       [raw](int64_t a, int64_t b) { return raw[a] > raw[b]; });
+      auto before = [raw](int64_t a, int64_t b) {
+        return raw[a] > raw[b] || (raw[a] == raw[b] && a < b);
+      };
       if (params.top_k > 0) num_kept = std::min(num_kept, params.top_k);
+      if (num_kept < vocab && params.top_p >= 1.0) {
+        std::partial_sort(order.begin(), order.begin() + num_kept, order.end(), before);
+      } else {
+        std::sort(order.begin(), order.end(), before);
+      }
       if (params.top_p < 1.0) {
         // Smallest prefix whose probability mass reaches top_p (at least one token).
         double mass = 0.0;

@@ -142,6 +142,25 @@ TEST(EngineParityTest, ContinuousBatchingLogProbsMatchTrainingForwardBitForBit) 
   EXPECT_GT(compared, 200);
 }
 
+TEST(EngineParityTest, FastModeLogProbsAreCloseToTrainingForward) {
+  auto model = MakeModel(11, NumericMode::kFast);
+  auto engine = MakeEngine(model, SmallOptions(*model, 256, 16));
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(engine->AddRequest(MakeRequest(7 + 9 * i, i, 2, 0.9, 12)).ok());
+  }
+  Outputs outputs;
+  RunToCompletion(*engine, &outputs);
+  std::vector<const SampleOutput*> samples;
+  for (const auto& [key, out] : outputs) samples.push_back(&out);
+  const auto trainer = TrainerLogProbs(*model, samples, 0.9);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    ASSERT_EQ(samples[i]->logprobs.size(), trainer[i].size());
+    for (size_t t = 0; t < trainer[i].size(); ++t) {
+      EXPECT_NEAR(samples[i]->logprobs[t], trainer[i][t], 1e-4);
+    }
+  }
+}
+
 TEST(EngineTest, GreedySamplesOfOnePromptShareBlocksAndAgree) {
   auto model = MakeModel(12);
   auto engine = MakeEngine(model, SmallOptions(*model, 64, 64));
