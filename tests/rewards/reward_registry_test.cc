@@ -2,7 +2,10 @@
 
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -139,6 +142,44 @@ TEST(RewardRegistryTest, RegistersCustomRewardsUsableInRubrics) {
       "rubric", json::parse(R"({"components": [{"name": "c", "reward": "always_one"}]})"));
   ASSERT_FALSE(rubric.ok());
   EXPECT_THAT(std::string(rubric.status().message()), HasSubstr("pattern is empty"));
+}
+
+TEST(RewardRegistryTest, ConcurrentScoringMatchesSequential) {
+  // Every built-in in one rubric, scored from several threads at once (Score is const and
+  // documented thread-safe; the regex shares one JIT-compiled pattern).
+  auto rubric = CreateBuiltinReward("rubric", json::parse(R"({"components": [
+      {"name": "math", "reward": "math"},
+      {"name": "exact", "reward": "exact_match", "options": {"ignore_case": true}},
+      {"name": "format", "reward": "regex", "options": {"pattern": "\\\\boxed\\{(\\d+)\\}"}},
+      {"name": "length", "reward": "length_penalty", "options": {"max_length": 12}}]})"));
+  ASSERT_TRUE(rubric.ok()) << rubric.status();
+  std::vector<RewardInput> inputs;
+  for (int i = 0; i < 64; ++i) {
+    RewardInput input;
+    input.completion = i % 3 == 0 ? absl::StrCat("so \\boxed{", i, "}") : absl::StrCat("maybe ", i);
+    input.reference = absl::StrCat(i % 2 == 0 ? i : i + 1);
+    inputs.push_back(input);
+  }
+  std::vector<RewardResult> expected;
+  for (const RewardInput& input : inputs) expected.push_back(*(*rubric)->Score(input));
+  constexpr int kNumThreads = 4;
+  std::vector<int> mismatches(kNumThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kNumThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 50; ++round) {
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          absl::StatusOr<RewardResult> got = (*rubric)->Score(inputs[i]);
+          if (!got.ok() || got->reward != expected[i].reward ||
+              got->sub_scores != expected[i].sub_scores) {
+            ++mismatches[t];
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kNumThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
 }
 
 }  // namespace
