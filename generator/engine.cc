@@ -100,9 +100,11 @@ absl::Status Engine::ApplyStagedWeights() {
   return absl::OkStatus();
 }
 
-void Engine::InstallWeights(TensorMap state, int64_t version) {
+absl::Status Engine::InstallWeights(TensorMap state, int64_t version) {
+  if (absl::Status s = runner_.CheckWeights(state); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(staged_mu_);
   staged_ = StagedWeights{std::move(state), version};
+  return absl::OkStatus();
 }
 
 FinishReason Engine::StopReason(const Sequence& seq) const {

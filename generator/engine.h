@@ -88,8 +88,9 @@ class Engine {
   bool HasUnfinished() const;
 
   // Stages weights (Hugging Face names, all parameters) to be applied before the next step.
-  // A later call replaces an earlier one not yet applied. Thread-safe.
-  void InstallWeights(TensorMap state, int64_t version);
+  // A later call replaces an earlier one not yet applied. InvalidArgument (nothing staged) if a
+  // parameter is missing, mis-shaped or unexpected. Thread-safe.
+  absl::Status InstallWeights(TensorMap state, int64_t version);
 
   int64_t weight_version() const { return weight_version_; }
   const BlockManager& block_manager() const { return block_manager_; }

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
 
@@ -11,7 +12,33 @@ ModelRunner::ModelRunner(std::shared_ptr<Transformer> model, int64_t num_blocks,
                          int64_t block_size)
     : model_(std::move(model)),
       cache_(AllocatePagedKvCache(model_->config(), num_blocks, block_size,
-                                  model_->options().compute_dtype)) {}
+                                  model_->options().compute_dtype)) {
+  for (const auto& item : model_->named_parameters()) {
+    parameter_shapes_[item.key()] = item.value().sizes().vec();
+  }
+}
+
+absl::Status ModelRunner::CheckWeights(const TensorMap& tensors) const {
+  for (const auto& [name, shape] : parameter_shapes_) {
+    auto found = tensors.find(name);
+    if (found == tensors.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("weights: tensor '", name, "' is missing"));
+    }
+    if (found->second.sizes().vec() != shape) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights: tensor '", name, "' has shape ",
+                       c10::str(found->second.sizes()), ", the model expects ", c10::str(shape)));
+    }
+  }
+  for (const auto& [name, tensor] : tensors) {
+    const bool tolerated = name == "lm_head.weight" ||
+                           absl::EndsWith(name, "rotary_emb.inv_freq");
+    if (!parameter_shapes_.count(name) && !tolerated) {
+      return absl::InvalidArgumentError(absl::StrCat("weights: unexpected tensor '", name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 void ModelRunner::CopyBlocks(const std::vector<BlockCopy>& copies) {
   for (const BlockCopy& copy : copies) {

@@ -7,6 +7,8 @@
 #define LOCKSTEP_GENERATOR_MODEL_RUNNER_H_
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -33,6 +35,11 @@ class ModelRunner {
   // or mis-shaped tensor; the model is unchanged then only if the check failed before copying.
   absl::Status LoadWeights(const TensorMap& tensors);
 
+  // OK iff `tensors` holds every parameter with the model's shape and nothing unexpected (a tied
+  // model's lm_head.weight and rotary inv_freq buffers are tolerated). Reads only a snapshot
+  // taken at construction, so any thread may call it. InvalidArgument names the tensor.
+  absl::Status CheckWeights(const TensorMap& tensors) const;
+
   const Transformer& model() const { return *model_; }
   const PagedKvCache& cache() const { return cache_; }
 
@@ -41,6 +48,7 @@ class ModelRunner {
 
   std::shared_ptr<Transformer> model_;
   PagedKvCache cache_;
+  std::map<std::string, std::vector<int64_t>> parameter_shapes_;
 };
 
 }  // namespace lockstep::generator

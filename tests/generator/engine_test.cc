@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <random>
+#include <set>
 #include <utility>
 
 #include "gtest/gtest.h"
@@ -312,7 +314,13 @@ TEST(EngineTest, HotSwapRecordsVersionsAndMatchesFreshEngine) {
   auto engine = MakeEngine(model, SmallOptions(*model, 128, 64));
   ASSERT_TRUE(engine->AddRequest(before).ok());
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(engine->Step().ok());
-  engine->InstallWeights(new_weights, /*version=*/7);
+  TensorMap missing = new_weights;
+  missing.erase("model.norm.weight");
+  EXPECT_EQ(engine->InstallWeights(missing, 8).code(), absl::StatusCode::kInvalidArgument);
+  TensorMap misshaped = new_weights;
+  misshaped["model.norm.weight"] = torch::ones({3});
+  EXPECT_EQ(engine->InstallWeights(misshaped, 8).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(engine->InstallWeights(new_weights, /*version=*/7).ok());
   EXPECT_EQ(engine->weight_version(), 0);  // staged until the next step
   const int64_t after_id = *engine->AddRequest(after);
   Outputs outputs;
@@ -344,6 +352,60 @@ TEST(EngineTest, HotSwapRecordsVersionsAndMatchesFreshEngine) {
     EXPECT_TRUE(BitEqual(a.logprobs, b.logprobs));
     for (int64_t v : a.weight_versions) EXPECT_EQ(v, 7);
   }
+}
+
+TEST(EngineTest, RandomWorkloadWithAbortsSwapsAndTightPoolFinishesWithoutLeaks) {
+  auto model = MakeModel(20, NumericMode::kFast);
+  TensorMap other;
+  for (const auto& [name, tensor] : StateDict(*MakeModel(21))) other[name] = tensor.clone();
+  // 24 blocks of 4: forks, copy-on-write and preemption all happen often.
+  auto engine = MakeEngine(model, SmallOptions(*model, 24, 12));
+  std::mt19937_64 random(5);
+  std::map<int64_t, int64_t> samples_per_request;
+  std::set<int64_t> aborted;
+  Outputs outputs;
+  for (int step = 0; step < 400 && (step < 60 || engine->HasUnfinished()); ++step) {
+    if (step < 60 && random() % 3 == 0) {
+      Request r = MakeRequest(1 + random() % 30, random(), 1 + random() % 4,
+                              (random() % 4) * 0.5, 1 + random() % 30);
+      if (random() % 2) r.params.top_k = 1 + random() % 50;
+      absl::StatusOr<int64_t> id = engine->AddRequest(r);
+      ASSERT_TRUE(id.ok()) << id.status();
+      samples_per_request[*id] = r.n;
+    }
+    if (!samples_per_request.empty() && random() % 10 == 0) {
+      const int64_t victim = random() % samples_per_request.size();
+      if (engine->Abort(victim)) aborted.insert(victim);
+    }
+    if (step % 25 == 24) {
+      ASSERT_TRUE(engine->InstallWeights(other, step).ok());
+    }
+    absl::StatusOr<std::vector<SampleOutput>> finished = engine->Step();
+    ASSERT_TRUE(finished.ok()) << finished.status();
+    for (SampleOutput& out : *finished) {
+      const auto key = std::make_pair(out.request_id, out.sample_index);
+      ASSERT_TRUE(outputs.emplace(key, std::move(out)).second) << "sample returned twice";
+    }
+  }
+  EXPECT_FALSE(engine->HasUnfinished());
+  EXPECT_EQ(engine->block_manager().num_free_blocks(), engine->block_manager().num_blocks());
+  int64_t expected = 0, preemptions = 0;
+  for (const auto& [id, n] : samples_per_request) expected += n;
+  EXPECT_EQ(static_cast<int64_t>(outputs.size()), expected);
+  for (const auto& [key, out] : outputs) {
+    preemptions += out.num_preemptions;
+    EXPECT_EQ(out.tokens.size(), out.logprobs.size());
+    EXPECT_EQ(out.tokens.size(), out.weight_versions.size());
+    EXPECT_TRUE(std::is_sorted(out.weight_versions.begin(), out.weight_versions.end()));
+    if (out.finish_reason == FinishReason::kAborted) {
+      EXPECT_TRUE(aborted.count(key.first));
+    } else {
+      EXPECT_EQ(out.finish_reason, FinishReason::kMaxTokens);
+      for (float lp : out.logprobs) EXPECT_LE(lp, 0.0f);
+    }
+  }
+  EXPECT_GT(preemptions, 0);
+  EXPECT_FALSE(aborted.empty());
 }
 
 TEST(EngineTest, RejectsBadRequestsNamingTheField) {
