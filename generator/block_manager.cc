@@ -1,14 +1,14 @@
 #include "generator/block_manager.h"
 
-#include <algorithm>
-
 #include <c10/util/Exception.h>
+
+#include <algorithm>
 
 namespace lockstep::generator {
 
 int64_t BlockManager::BytesPerBlock(const ModelConfig& config, int64_t block_size) {
-  return 2 * config.num_hidden_layers * block_size * config.num_key_value_heads *
-         config.head_dim * 4;
+  return 2 * config.num_hidden_layers * block_size * config.num_key_value_heads * config.head_dim *
+         4;
 }
 
 int64_t BlockManager::NumBlocksForBudget(const ModelConfig& config, int64_t block_size,

@@ -24,15 +24,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::shared_ptr<Transform
   const int64_t num_blocks =
       BlockManager::NumBlocksForBudget(model->config(), options.block_size, options.kv_cache_bytes);
   if (num_blocks < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kv_cache_bytes ", options.kv_cache_bytes, " holds no block of ",
-        BlockManager::BytesPerBlock(model->config(), options.block_size), " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_cache_bytes ", options.kv_cache_bytes, " holds no block of ",
+                     BlockManager::BytesPerBlock(model->config(), options.block_size), " bytes"));
   }
   return std::unique_ptr<Engine>(new Engine(std::move(model), options, num_blocks));
 }
 
-Engine::Engine(std::shared_ptr<Transformer> model, const EngineOptions& options,
-               int64_t num_blocks)
+Engine::Engine(std::shared_ptr<Transformer> model, const EngineOptions& options, int64_t num_blocks)
     : options_(options),
       max_context_(model->config().max_position_embeddings),
       mode_(model->options().numeric_mode),
@@ -53,8 +52,8 @@ absl::StatusOr<int64_t> Engine::AddRequest(const Request& request) {
     }
   }
   if (request.n < 1 || request.n > options_.max_samples_per_request) {
-    return absl::InvalidArgumentError(absl::StrCat("n must be in [1, ",
-                                                   options_.max_samples_per_request, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("n must be in [1, ", options_.max_samples_per_request, "]"));
   }
   if (params.max_tokens <= 0) return absl::InvalidArgumentError("max_tokens must be > 0");
   if (!(params.temperature >= 0.0)) return absl::InvalidArgumentError("temperature must be >= 0");
@@ -71,9 +70,9 @@ absl::StatusOr<int64_t> Engine::AddRequest(const Request& request) {
   const int64_t blocks_for_one =
       (prompt_len + params.max_tokens + options_.block_size - 1) / options_.block_size + 1;
   if (blocks_for_one > block_manager_.num_blocks()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt + max_tokens needs ", blocks_for_one, " KV blocks; the pool has ",
-        block_manager_.num_blocks()));
+    return absl::InvalidArgumentError(absl::StrCat("prompt + max_tokens needs ", blocks_for_one,
+                                                   " KV blocks; the pool has ",
+                                                   block_manager_.num_blocks()));
   }
 
   const int64_t id = next_request_id_++;

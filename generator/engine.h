@@ -58,8 +58,8 @@ struct SampleOutput {
   int64_t sample_index = 0;
   std::vector<int64_t> prompt;
   std::vector<int64_t> tokens;
-  std::vector<float> logprobs;              // fp32 log p(token) under softmax(logits / T)
-  std::vector<int64_t> weight_versions;     // version each token was sampled under
+  std::vector<float> logprobs;           // fp32 log p(token) under softmax(logits / T)
+  std::vector<int64_t> weight_versions;  // version each token was sampled under
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_preemptions = 0;
 };

@@ -8,8 +8,7 @@
 
 namespace lockstep::generator {
 
-ModelRunner::ModelRunner(std::shared_ptr<Transformer> model, int64_t num_blocks,
-                         int64_t block_size)
+ModelRunner::ModelRunner(std::shared_ptr<Transformer> model, int64_t num_blocks, int64_t block_size)
     : model_(std::move(model)),
       cache_(AllocatePagedKvCache(model_->config(), num_blocks, block_size,
                                   model_->options().compute_dtype)) {
@@ -25,14 +24,13 @@ absl::Status ModelRunner::CheckWeights(const TensorMap& tensors) const {
       return absl::InvalidArgumentError(absl::StrCat("weights: tensor '", name, "' is missing"));
     }
     if (found->second.sizes().vec() != shape) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("weights: tensor '", name, "' has shape ",
-                       c10::str(found->second.sizes()), ", the model expects ", c10::str(shape)));
+      return absl::InvalidArgumentError(absl::StrCat("weights: tensor '", name, "' has shape ",
+                                                     c10::str(found->second.sizes()),
+                                                     ", the model expects ", c10::str(shape)));
     }
   }
   for (const auto& [name, tensor] : tensors) {
-    const bool tolerated = name == "lm_head.weight" ||
-                           absl::EndsWith(name, "rotary_emb.inv_freq");
+    const bool tolerated = name == "lm_head.weight" || absl::EndsWith(name, "rotary_emb.inv_freq");
     if (!parameter_shapes_.count(name) && !tolerated) {
       return absl::InvalidArgumentError(absl::StrCat("weights: unexpected tensor '", name, "'"));
     }

@@ -6,13 +6,13 @@
 #ifndef LOCKSTEP_GENERATOR_MODEL_RUNNER_H_
 #define LOCKSTEP_GENERATOR_MODEL_RUNNER_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <map>
-#include <string>
 #include <memory>
+#include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/statusor.h"
 #include "generator/scheduler.h"

@@ -9,9 +9,9 @@
 #ifndef LOCKSTEP_GENERATOR_SAMPLER_H_
 #define LOCKSTEP_GENERATOR_SAMPLER_H_
 
-#include <cstdint>
-
 #include <torch/torch.h>
+
+#include <cstdint>
 
 #include "generator/sequence.h"
 #include "model/kernels/numeric_mode.h"

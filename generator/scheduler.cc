@@ -1,8 +1,8 @@
 #include "generator/scheduler.h"
 
-#include <algorithm>
-
 #include <c10/util/Exception.h>
+
+#include <algorithm>
 
 namespace lockstep::generator {
 

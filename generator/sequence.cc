@@ -17,11 +17,16 @@ uint64_t SplitMix64(uint64_t& state) {
 
 const char* FinishReasonName(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kEos: return "eos";
-    case FinishReason::kStopToken: return "stop";
-    case FinishReason::kMaxTokens: return "length";
-    case FinishReason::kAborted: return "aborted";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kStopToken:
+      return "stop";
+    case FinishReason::kMaxTokens:
+      return "length";
+    case FinishReason::kAborted:
+      return "aborted";
   }
   return "unknown";
 }

@@ -17,9 +17,9 @@ struct SamplingParams {
   double temperature = 1.0;
   int64_t top_k = 0;
   double top_p = 1.0;
-  int64_t max_tokens = 16;                 // generated tokens at most (> 0)
-  std::vector<int64_t> stop_token_ids;     // finish after sampling any of these (kept in output)
-  std::optional<int64_t> eos_token_id;     // finish after sampling it (kept in output)
+  int64_t max_tokens = 16;              // generated tokens at most (> 0)
+  std::vector<int64_t> stop_token_ids;  // finish after sampling any of these (kept in output)
+  std::optional<int64_t> eos_token_id;  // finish after sampling it (kept in output)
 };
 
 enum class SequenceStatus { kWaiting, kRunning, kFinished };

@@ -17,7 +17,8 @@ namespace {
 
 using Outputs = std::map<std::pair<int64_t, int64_t>, SampleOutput>;  // (request, sample)
 
-std::shared_ptr<Transformer> MakeModel(uint64_t seed, NumericMode mode = NumericMode::kBatchInvariant) {
+std::shared_ptr<Transformer> MakeModel(uint64_t seed,
+                                       NumericMode mode = NumericMode::kBatchInvariant) {
   ModelConfig config = *PresetConfig(Architecture::kQwen3, "tiny");
   config.num_hidden_layers = 2;
   ModelOptions options;
@@ -86,7 +87,8 @@ std::vector<std::vector<float>> TrainerLogProbs(Transformer& model,
   for (const SampleOutput* s : samples) {
     std::vector<int64_t> full = s->prompt;
     full.insert(full.end(), s->tokens.begin(), s->tokens.end());
-    for (size_t t = 0; t < full.size(); ++t) targets.push_back(t + 1 < full.size() ? full[t + 1] : 0);
+    for (size_t t = 0; t < full.size(); ++t)
+      targets.push_back(t + 1 < full.size() ? full[t + 1] : 0);
     sequences.push_back(std::move(full));
   }
   PackedBatch batch = *PackSequences(sequences);
@@ -295,7 +297,8 @@ TEST(EngineTest, AbortReturnsAbortedSamplesAndFreesBlocks) {
   Outputs outputs;
   RunToCompletion(*engine, &outputs);
   ASSERT_EQ(outputs.size(), 7u);
-  for (int64_t s = 0; s < 3; ++s) EXPECT_EQ(outputs.at({drop, s}).finish_reason, FinishReason::kAborted);
+  for (int64_t s = 0; s < 3; ++s)
+    EXPECT_EQ(outputs.at({drop, s}).finish_reason, FinishReason::kAborted);
   for (int64_t s = 0; s < 2; ++s) {
     EXPECT_EQ(outputs.at({drop_waiting, s}).finish_reason, FinishReason::kAborted);
     EXPECT_EQ(outputs.at({keep, s}).finish_reason, FinishReason::kMaxTokens);
@@ -338,7 +341,8 @@ TEST(EngineTest, HotSwapRecordsVersionsAndMatchesFreshEngine) {
   Outputs old_outputs;
   RunToCompletion(*old_engine, &old_outputs);
   const SampleOutput& old_run = old_outputs.at({0, 0});
-  EXPECT_TRUE(std::equal(swapped.tokens.begin(), swapped.tokens.begin() + 6, old_run.tokens.begin()));
+  EXPECT_TRUE(
+      std::equal(swapped.tokens.begin(), swapped.tokens.begin() + 6, old_run.tokens.begin()));
 
   // A request added after the swap equals a fresh engine with the new weights.
   auto fresh = MakeEngine(MakeModel(18), SmallOptions(*model, 128, 64));
@@ -366,8 +370,8 @@ TEST(EngineTest, RandomWorkloadWithAbortsSwapsAndTightPoolFinishesWithoutLeaks) 
   Outputs outputs;
   for (int step = 0; step < 400 && (step < 60 || engine->HasUnfinished()); ++step) {
     if (step < 60 && random() % 3 == 0) {
-      Request r = MakeRequest(1 + random() % 30, random(), 1 + random() % 4,
-                              (random() % 4) * 0.5, 1 + random() % 30);
+      Request r = MakeRequest(1 + random() % 30, random(), 1 + random() % 4, (random() % 4) * 0.5,
+                              1 + random() % 30);
       if (random() % 2) r.params.top_k = 1 + random() % 50;
       absl::StatusOr<int64_t> id = engine->AddRequest(r);
       ASSERT_TRUE(id.ok()) << id.status();

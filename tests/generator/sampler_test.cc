@@ -28,7 +28,8 @@ TEST(SamplerTest, GreedyIsArgmaxWithTemperatureOneLogprob) {
       Sequence seq = MakeSequence(params, s);
       SampledToken t = SampleToken(logits, seq, mode);
       EXPECT_EQ(t.token, logits.argmax().item<int64_t>());
-      const float expected = ops::LogSoftmax(logits.unsqueeze(0), 1.0, mode)[0][t.token].item<float>();
+      const float expected =
+          ops::LogSoftmax(logits.unsqueeze(0), 1.0, mode)[0][t.token].item<float>();
       EXPECT_EQ(t.logprob, expected);
     }
   }
@@ -58,8 +59,9 @@ TEST(SamplerTest, LogprobIsTemperatureScaledFullDistribution) {
   params.top_k = 5;
   Sequence seq = MakeSequence(params, 9);
   SampledToken t = SampleToken(logits, seq, NumericMode::kBatchInvariant);
-  const float expected = ops::LogSoftmax(logits.unsqueeze(0), 0.6, NumericMode::kBatchInvariant)[0]
-                                        [t.token].item<float>();
+  const float expected =
+      ops::LogSoftmax(logits.unsqueeze(0), 0.6, NumericMode::kBatchInvariant)[0][t.token]
+          .item<float>();
   EXPECT_EQ(t.logprob, expected);
   // top-k restricts the draw to the 5 largest logits.
   EXPECT_LT((logits > logits[t.token]).sum().item<int64_t>(), 5);
@@ -90,7 +92,8 @@ TEST(SamplerTest, SamplesFollowTheDistribution) {
   Sequence seq = MakeSequence(params, 123);
   int64_t count5 = 0;
   const int64_t draws = 4000;
-  for (int64_t i = 0; i < draws; ++i) count5 += SampleToken(logits, seq, NumericMode::kFast).token == 5;
+  for (int64_t i = 0; i < draws; ++i)
+    count5 += SampleToken(logits, seq, NumericMode::kFast).token == 5;
   EXPECT_NEAR(static_cast<double>(count5) / draws, 0.75, 3 * std::sqrt(0.75 * 0.25 / draws));
 }
 
