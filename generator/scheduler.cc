@@ -33,8 +33,8 @@ ScheduledStep Scheduler::Schedule() {
   std::deque<Sequence*> scheduled;  // running sequences that feed tokens this step
   std::deque<Sequence*> idle;       // running sequences left out (budget or sequence cap)
 
-  // Running sequences first, in order; preemption victims come from the back (the most recently
-  // admitted), then from the idle ones, and last the sequence itself.
+  // Running sequences first, in order; preemption victims come from the back of those not yet
+  // considered, then from the idle ones, and last the sequence itself.
   while (!running_.empty()) {
     Sequence* seq = running_.front();
     running_.pop_front();

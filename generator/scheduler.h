@@ -5,10 +5,13 @@
 // Running sequences go first, in order: a decoding sequence feeds its one new token, a sequence
 // still prefilling feeds the next chunk of prompt (+ generated, after a preemption) that fits the
 // remaining budget. Then waiting sequences are admitted in arrival order, each with its first
-// chunk. When the block pool cannot hold a running sequence's next tokens, the most recently
-// admitted running sequence is preempted by recompute: its blocks are freed and it goes back to
-// the front of the waiting queue with its generated tokens kept; on readmission it re-prefills
-// prompt + generated (in batch-invariant mode with the same bits) and continues.
+// chunk. Running sequences left out of a step for lack of budget go first in the next one.
+// When the block pool cannot hold a running sequence's next tokens, the running sequence at the
+// back of the queue (not yet considered this step; else a left-out one; else the sequence
+// itself) is preempted by recompute: its blocks are freed and it goes back to the front of the
+// waiting queue with its generated tokens kept; on readmission it re-prefills prompt + generated
+// (in batch-invariant mode with the same bits) and continues. No waiting sequence is admitted in
+// a step that preempted.
 //
 // Thread safety: none; used by the engine thread only.
 #ifndef LOCKSTEP_GENERATOR_SCHEDULER_H_
