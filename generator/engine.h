@@ -89,7 +89,8 @@ class Engine {
 
   // Stages weights (Hugging Face names, all parameters) to be applied before the next step.
   // A later call replaces an earlier one not yet applied. InvalidArgument (nothing staged) if a
-  // parameter is missing, mis-shaped or unexpected. Thread-safe.
+  // parameter is missing, mis-shaped or unexpected. The engine keeps `state` and copies it into
+  // the model at the next Step: the caller must not change those tensors until then. Thread-safe.
   absl::Status InstallWeights(TensorMap state, int64_t version);
 
   int64_t weight_version() const { return weight_version_; }
