@@ -10,6 +10,8 @@ namespace lockstep::cli {
 void AddInitModelCommand(CLI::App& app);
 void AddForwardCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
+void AddGenerateCommand(CLI::App& app);
+void AddServeCommand(CLI::App& app);
 
 }  // namespace lockstep::cli
 

@@ -8,6 +8,8 @@ int main(int argc, char** argv) {
   lockstep::cli::AddInitModelCommand(app);
   lockstep::cli::AddForwardCommand(app);
   lockstep::cli::AddTokenizeCommand(app);
+  lockstep::cli::AddGenerateCommand(app);
+  lockstep::cli::AddServeCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
