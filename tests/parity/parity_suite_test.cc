@@ -22,6 +22,10 @@ struct ParityCase {
   const char* preset;
 };
 
+void PrintTo(const ParityCase& c, std::ostream* os) {
+  *os << (c.arch == Architecture::kQwen3 ? "qwen3 " : "llama ") << c.preset;
+}
+
 std::string CaseName(const ::testing::TestParamInfo<ParityCase>& info) {
   return std::string(info.param.arch == Architecture::kQwen3 ? "Qwen3" : "Llama") + "_" +
          info.param.preset;
