@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "model/checkpoint.h"
 
 namespace lockstep::cli {
 
@@ -28,6 +29,25 @@ absl::StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text) {
   }
   if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is empty"));
   return values;
+}
+
+void AddModelRunOptions(CLI::App* command, ModelRunFlags* flags) {
+  command->add_option("--model", flags->model_dir, "Model directory (Hugging Face layout)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  command->add_option("--mode", flags->mode, "Numeric mode")
+      ->check(CLI::IsMember({"fast", "batch_invariant"}))
+      ->capture_default_str();
+  command->add_option("--threads", flags->threads, "Intra-op threads (0 = LibTorch default)");
+}
+
+absl::StatusOr<std::shared_ptr<Transformer>> LoadModelForRun(const ModelRunFlags& flags) {
+  if (flags.threads > 0) torch::set_num_threads(flags.threads);
+  absl::StatusOr<NumericMode> mode = ParseNumericMode(flags.mode);
+  if (!mode.ok()) return mode.status();
+  ModelOptions options;
+  options.numeric_mode = *mode;
+  return LoadModel(flags.model_dir, options);
 }
 
 }  // namespace lockstep::cli

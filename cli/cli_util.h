@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "model/transformer.h"
 
 namespace lockstep::cli {
 
@@ -16,6 +18,19 @@ void ExitOnError(const absl::Status& status);
 
 // Parses "1,2,3" into integers. Errors name the offending piece.
 absl::StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text);
+
+// Flags of every subcommand that loads and runs a model.
+struct ModelRunFlags {
+  std::string model_dir;
+  std::string mode = "fast";  // NumericMode name
+  int threads = 0;            // intra-op threads, 0 = LibTorch default
+};
+
+// Registers --model (required, existing directory), --mode and --threads on `command`.
+void AddModelRunOptions(CLI::App* command, ModelRunFlags* flags);
+
+// Applies --threads, then loads the model from --model in the --mode numeric mode.
+absl::StatusOr<std::shared_ptr<Transformer>> LoadModelForRun(const ModelRunFlags& flags);
 
 }  // namespace lockstep::cli
 

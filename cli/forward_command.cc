@@ -16,15 +16,13 @@ namespace lockstep::cli {
 namespace {
 
 struct ForwardFlags {
-  std::string model_dir;
+  ModelRunFlags run;
   std::vector<std::string> sequences;
   int top_k = 5;
   std::string dump;
   int64_t continue_tokens = 0;
   double temperature = 0.0;
   uint64_t seed = 0;
-  int threads = 0;
-  std::string mode = "fast";
 };
 
 void PrintTopK(const torch::Tensor& logits, const PackedBatch& batch, int top_k) {
@@ -45,16 +43,13 @@ void PrintTopK(const torch::Tensor& logits, const PackedBatch& batch, int top_k)
 }
 
 absl::Status RunForward(const ForwardFlags& flags) {
-  if (flags.threads > 0) torch::set_num_threads(flags.threads);
   std::vector<std::vector<int64_t>> sequences;
   for (const std::string& text : flags.sequences) {
     absl::StatusOr<std::vector<int64_t>> ids = ParseIntList(text);
     if (!ids.ok()) return absl::InvalidArgumentError(absl::StrCat("--tokens: ", ids.status().message()));
     sequences.push_back(*std::move(ids));
   }
-  ModelOptions options;
-  options.numeric_mode = *ParseNumericMode(flags.mode);  // CLI11 checked the name
-  absl::StatusOr<std::shared_ptr<Transformer>> model = LoadModel(flags.model_dir, options);
+  absl::StatusOr<std::shared_ptr<Transformer>> model = LoadModelForRun(flags.run);
   if (!model.ok()) return model.status();
   absl::StatusOr<PackedBatch> batch = PackSequences(sequences);
   if (!batch.ok()) return batch.status();
@@ -99,9 +94,7 @@ void AddForwardCommand(CLI::App& app) {
   auto flags = std::make_shared<ForwardFlags>();
   CLI::App* command = app.add_subcommand(
       "forward", "Run one packed forward and print next-token log-probs (sanity tool)");
-  command->add_option("--model", flags->model_dir, "Model directory (Hugging Face layout)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  AddModelRunOptions(command, &flags->run);
   command->add_option("--tokens", flags->sequences,
                       "Token ids of one sequence, comma-separated; repeat for a packed batch")
       ->required();
@@ -117,10 +110,6 @@ void AddForwardCommand(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command->add_option("--seed", flags->seed, "Sampling seed")->capture_default_str();
-  command->add_option("--threads", flags->threads, "Intra-op threads (0 = LibTorch default)");
-  command->add_option("--mode", flags->mode, "Numeric mode")
-      ->check(CLI::IsMember({"fast", "batch_invariant"}))
-      ->capture_default_str();
   command->callback([flags] { ExitOnError(RunForward(*flags)); });
 }
 

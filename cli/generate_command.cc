@@ -22,7 +22,7 @@ namespace lockstep::cli {
 namespace {
 
 struct GenerateFlags {
-  std::string model_dir;
+  ModelRunFlags run;
   std::string prompt;
   std::string prompt_ids;
   int64_t n = 4;
@@ -31,9 +31,7 @@ struct GenerateFlags {
   int64_t top_k = 0;
   int64_t max_tokens = 64;
   uint64_t seed = 1;
-  std::string mode = "fast";
   int64_t kv_bytes = int64_t{256} << 20;
-  int threads = 0;
 };
 
 // Shows control characters and invalid UTF-8 as JSON escapes, so a completion is one line.
@@ -43,16 +41,13 @@ std::string Quote(const std::string& bytes) {
 }
 
 absl::Status RunGenerate(const GenerateFlags& flags) {
-  if (flags.threads > 0) torch::set_num_threads(flags.threads);
-  ModelOptions model_options;
-  model_options.numeric_mode = *ParseNumericMode(flags.mode);  // CLI11 checked the name
-  absl::StatusOr<std::shared_ptr<Transformer>> model = LoadModel(flags.model_dir, model_options);
+  absl::StatusOr<std::shared_ptr<Transformer>> model = LoadModelForRun(flags.run);
   if (!model.ok()) return model.status();
 
   // The tokenizer, when the model directory has one.
   std::unique_ptr<Tokenizer> tokenizer;
-  if (std::filesystem::exists(std::filesystem::path(flags.model_dir) / "tokenizer.json")) {
-    absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = Tokenizer::FromFile(flags.model_dir);
+  if (std::filesystem::exists(std::filesystem::path(flags.run.model_dir) / "tokenizer.json")) {
+    absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = Tokenizer::FromFile(flags.run.model_dir);
     if (!loaded.ok()) return loaded.status();
     tokenizer = *std::move(loaded);
   }
@@ -67,7 +62,7 @@ absl::Status RunGenerate(const GenerateFlags& flags) {
   } else if (!flags.prompt.empty()) {
     if (tokenizer == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat(flags.model_dir, " has no tokenizer.json: pass --prompt-ids instead"));
+          absl::StrCat(flags.run.model_dir, " has no tokenizer.json: pass --prompt-ids instead"));
     }
     absl::StatusOr<std::vector<int32_t>> ids = tokenizer->Encode(flags.prompt);
     if (!ids.ok()) return ids.status();
@@ -134,9 +129,7 @@ void AddGenerateCommand(CLI::App& app) {
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* command = app.add_subcommand(
       "generate", "Sample n completions of one prompt with the in-process generator engine");
-  command->add_option("--model", flags->model_dir, "Model directory (Hugging Face layout)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  AddModelRunOptions(command, &flags->run);
   auto* prompt = command->add_option("--prompt", flags->prompt,
                                      "Prompt text (needs tokenizer.json in the model directory)");
   command->add_option("--prompt-ids", flags->prompt_ids, "Prompt as token ids, comma-separated")
@@ -153,13 +146,9 @@ void AddGenerateCommand(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->add_option("--seed", flags->seed, "Sampling seed")->capture_default_str();
-  command->add_option("--mode", flags->mode, "Numeric mode")
-      ->check(CLI::IsMember({"fast", "batch_invariant"}))
-      ->capture_default_str();
   command->add_option("--kv-bytes", flags->kv_bytes, "KV cache pool budget in bytes")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command->add_option("--threads", flags->threads, "Intra-op threads (0 = LibTorch default)");
   command->callback([flags] { ExitOnError(RunGenerate(*flags)); });
 }
 

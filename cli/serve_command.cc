@@ -22,13 +22,11 @@ namespace lockstep::cli {
 namespace {
 
 struct ServeGeneratorFlags {
-  std::string model_dir;
+  ModelRunFlags run;
   std::string host = "127.0.0.1";
   int port = 0;
-  std::string mode = "fast";
   int64_t kv_bytes = int64_t{256} << 20;
   int64_t max_samples = 64;
-  int threads = 0;
 };
 
 absl::Status RunServeGenerator(const ServeGeneratorFlags& flags) {
@@ -40,10 +38,7 @@ absl::Status RunServeGenerator(const ServeGeneratorFlags& flags) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  if (flags.threads > 0) torch::set_num_threads(flags.threads);
-  ModelOptions model_options;
-  model_options.numeric_mode = *ParseNumericMode(flags.mode);  // CLI11 checked the name
-  absl::StatusOr<std::shared_ptr<Transformer>> model = LoadModel(flags.model_dir, model_options);
+  absl::StatusOr<std::shared_ptr<Transformer>> model = LoadModelForRun(flags.run);
   if (!model.ok()) return model.status();
   generator::EngineOptions options;
   options.kv_cache_bytes = flags.kv_bytes;
@@ -70,8 +65,8 @@ absl::Status RunServeGenerator(const ServeGeneratorFlags& flags) {
   }
   const generator::EngineLoopStatus status = loop.status();
   std::printf("lockstep generator serving %s on %s:%d (%lld KV blocks, mode %s)\n",
-              flags.model_dir.c_str(), flags.host.c_str(), port,
-              static_cast<long long>(status.num_kv_blocks), flags.mode.c_str());
+              flags.run.model_dir.c_str(), flags.host.c_str(), port,
+              static_cast<long long>(status.num_kv_blocks), flags.run.mode.c_str());
   std::fflush(stdout);
 
   int signal_number = 0;
@@ -93,15 +88,10 @@ void AddServeCommand(CLI::App& app) {
   auto flags = std::make_shared<ServeGeneratorFlags>();
   CLI::App* command = serve->add_subcommand(
       "generator", "Serve the generator engine over gRPC (lockstep.v1.Generator + health)");
-  command->add_option("--model", flags->model_dir, "Model directory (Hugging Face layout)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
+  AddModelRunOptions(command, &flags->run);
   command->add_option("--host", flags->host, "Address to bind")->capture_default_str();
   command->add_option("--port", flags->port, "Port (0 = any free port; the bound one is printed)")
       ->check(CLI::Range(0, 65535))
-      ->capture_default_str();
-  command->add_option("--mode", flags->mode, "Numeric mode")
-      ->check(CLI::IsMember({"fast", "batch_invariant"}))
       ->capture_default_str();
   command->add_option("--kv-bytes", flags->kv_bytes, "KV cache pool budget in bytes")
       ->check(CLI::PositiveNumber)
@@ -109,7 +99,6 @@ void AddServeCommand(CLI::App& app) {
   command->add_option("--max-samples", flags->max_samples, "Limit on n per request")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command->add_option("--threads", flags->threads, "Intra-op threads (0 = LibTorch default)");
   command->callback([flags] { ExitOnError(RunServeGenerator(*flags)); });
 }
 
