@@ -62,8 +62,12 @@ torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& key
                                 const torch::Tensor& values, const torch::Tensor& key_rows,
                                 int64_t first_position, NumericMode mode) {
   if (Invariant(mode)) {
-    return kernels::BatchInvariantAttention(q, keys, values, key_rows, first_position);
+    const torch::Tensor rows = key_rows.defined()
+                                   ? key_rows
+                                   : torch::arange(first_position + q.size(0), torch::kInt64);
+    return kernels::BatchInvariantAttention(q, keys, values, rows, first_position);
   }
+  if (!key_rows.defined()) return CausalAttention(q, keys, values);
   return CausalAttention(q, keys.index_select(0, key_rows), values.index_select(0, key_rows));
 }
 

@@ -34,6 +34,8 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
 // The same attention with keys and values addressed by row: position j of the sequence is row
 // key_rows[j] of `keys`/`values` ([rows, num_kv_heads, head_dim]); query i is at position
 // first_position + i. Serves training (a sequence's own rows) and paged mode (cache slots).
+// An undefined key_rows means rows 0, 1, ... in order (training), which fast mode then reads in
+// place instead of gathering a copy.
 torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& keys,
                                 const torch::Tensor& values, const torch::Tensor& key_rows,
                                 int64_t first_position, NumericMode mode);

@@ -9,8 +9,8 @@ namespace lockstep {
 struct AttentionPlan {
   std::vector<int64_t> cu_seqlens;
   std::vector<int64_t> first_positions;  // per sequence: position of its first token here
-  // Per sequence: the key/value row of each position 0..last. Training: rows of the sequence's
-  // own keys (0..length-1). Paged: flat slots of the block cache.
+  // Paged mode, per sequence: the flat cache slot of each position 0..last. (Training reads each
+  // sequence's own keys in order and needs no row list.)
   std::vector<torch::Tensor> key_rows;
   PagedKvCache* cache = nullptr;          // paged mode only
   torch::Tensor new_token_slots;          // paged mode: flat cache slot of each new token
@@ -25,12 +25,7 @@ AttentionPlan MakePlan(const PackedBatch& batch, const AttentionContext& context
   plan.cu_seqlens = batch.cu_seqlens;
   plan.first_positions = first_positions;
   const auto* paged = std::get_if<PagedAttention>(&context);
-  if (paged == nullptr) {
-    for (int64_t s = 0; s < batch.num_sequences(); ++s) {
-      plan.key_rows.push_back(torch::arange(batch.sequence_length(s), torch::kInt64));
-    }
-    return plan;
-  }
+  if (paged == nullptr) return plan;
   plan.cache = paged->cache;
   const int64_t block_size = paged->cache->block_size;
   std::vector<int64_t> new_slots;
@@ -99,7 +94,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
     torch::Tensor qs = q.narrow(0, begin, length);
     if (plan.cache == nullptr) {
       outputs.push_back(ops::AttentionOverRows(qs, k.narrow(0, begin, length),
-                                               v.narrow(0, begin, length), plan.key_rows[s], 0,
+                                               v.narrow(0, begin, length), torch::Tensor(), 0,
                                                mode_));
     } else {
       outputs.push_back(ops::AttentionOverRows(qs, keys, values, plan.key_rows[s],
