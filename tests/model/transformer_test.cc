@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/model/random_sequences.h"
 #include "model/checkpoint.h"
 #include "model/simple_decoder.h"
 
@@ -21,18 +22,7 @@ ModelConfig TinyConfig(Architecture arch) {
   return *config;
 }
 
-std::vector<std::vector<int64_t>> RandomSequences(
-    const std::vector<int64_t>& lengths, int64_t vocab, uint64_t seed) {
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  std::vector<std::vector<int64_t>> sequences;
-  for (int64_t length : lengths) {
-    torch::Tensor ids =
-        torch::randint(vocab, {length}, generator, torch::kInt64);
-    sequences.emplace_back(ids.data_ptr<int64_t>(),
-                           ids.data_ptr<int64_t>() + length);
-  }
-  return sequences;
-}
+using ::lockstep::testing::RandomSequences;
 
 torch::Tensor TrainingLogits(Transformer& model,
                              const std::vector<std::vector<int64_t>>& seqs) {

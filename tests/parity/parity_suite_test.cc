@@ -8,6 +8,7 @@
 #include <map>
 
 #include "gtest/gtest.h"
+#include "tests/model/random_sequences.h"
 #include "model/checkpoint.h"
 #include "model/ops.h"
 #include "model/parity.h"
@@ -40,15 +41,7 @@ std::shared_ptr<Transformer> MakeModel(const ParityCase& c, NumericMode mode) {
   return CreateRandomModel(*config, /*seed=*/2024, options);
 }
 
-Sequences RandomSequences(const std::vector<int64_t>& lengths, int64_t vocab, uint64_t seed) {
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  Sequences sequences;
-  for (int64_t length : lengths) {
-    torch::Tensor ids = torch::randint(vocab, {length}, generator, torch::kInt64);
-    sequences.emplace_back(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + length);
-  }
-  return sequences;
-}
+using ::lockstep::testing::RandomSequences;
 
 // The token whose log-prob is read at position t: the next token, or a fixed one at the end.
 int64_t TargetAt(const std::vector<int64_t>& sequence, size_t t, int64_t vocab) {
