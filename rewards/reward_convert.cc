@@ -18,6 +18,17 @@ RewardInput FromProto(const v1::RewardItem& item) {
   return input;
 }
 
+void ToProto(const RewardInput& input, absl::string_view id, v1::RewardItem* item) {
+  item->Clear();
+  item->set_id(std::string(id));
+  item->set_prompt(input.prompt);
+  item->set_completion(input.completion);
+  item->mutable_completion_token_ids()->Add(input.completion_token_ids.begin(),
+                                            input.completion_token_ids.end());
+  item->set_reference_answer(input.reference);
+  item->mutable_metadata()->insert(input.metadata.begin(), input.metadata.end());
+}
+
 void ToProto(absl::string_view id, const absl::StatusOr<RewardResult>& result,
              v1::ItemScore* score) {
   score->Clear();

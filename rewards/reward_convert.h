@@ -13,6 +13,9 @@ namespace lockstep::rewards {
 // messages have no counterpart in RewardInput and are not copied.
 RewardInput FromProto(const v1::RewardItem& item);
 
+// Client side: writes `input` as the request item with id `id` (the inverse of FromProto).
+void ToProto(const RewardInput& input, absl::string_view id, v1::RewardItem* item);
+
 // Writes `result` (or, when it is an error or its reward is not finite, the error) into `score`
 // for the item with id `id`. A non-finite reward becomes an error: it must never reach the
 // advantage computation as a number.
