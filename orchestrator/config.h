@@ -1,0 +1,226 @@
+// The job config of `lockstep run`: a TOML recipe (configs/*.toml) read into a typed JobConfig.
+//
+// Every key has a default, so a recipe states only what matters. Loading checks everything
+// before anything starts: unknown keys (named, with the closest known key suggested), wrong
+// types, missing files and impossible combinations fail with "FILE:LINE: [section] key: ...".
+// `--set section.key=value` overrides are applied on top of the file (the value is parsed as
+// TOML; a bare word that is not TOML is taken as a string).
+//
+//   absl::StatusOr<JobConfig> config = LoadJobConfig("configs/demo.toml", {"job.steps=20"});
+//   WriteResolvedConfig(*config, "runs/demo/config.toml");
+//
+// Plain data and free functions: thread-compatible, no shared state.
+#ifndef LOCKSTEP_ORCHESTRATOR_CONFIG_H_
+#define LOCKSTEP_ORCHESTRATOR_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace lockstep::orchestrator {
+
+// [job]
+struct JobSection {
+  std::string name = "job";  // the run directory is <output_root>/<name>
+  int64_t seed = 0;
+  int64_t steps = 100;  // RL optimizer steps
+  std::string output_root = "runs";
+};
+
+// [model]: exactly one of `preset` (a built-in tiny model created fresh) and `path` (a
+// Hugging Face style directory: config.json + *.safetensors).
+struct ModelSection {
+  std::string preset;
+  std::string path;
+  std::string mode = "batch_invariant";  // "batch_invariant" | "fast"
+  std::string dtype = "float32";         // "float32" | "bfloat16" | "float16"
+};
+
+// [tokenizer]: `path` to a tokenizer.json; empty = the model directory's own tokenizer, or the
+// byte-level tokenizer for a preset.
+struct TokenizerSection {
+  std::string path;
+};
+
+// [data]: a built-in `task` ("arithmetic") or JSONL files (one object per line).
+struct DataSection {
+  std::string task;         // "arithmetic" or empty
+  std::string train_file;   // JSONL; required when task is empty
+  std::string eval_file;    // JSONL; optional (empty: held-out examples of the task)
+  int64_t eval_size = 200;  // held-out prompts scored before and after RL
+  std::string prompt_field = "prompt";
+  std::string answer_field = "answer";
+};
+
+// [sft]: supervised warm start before RL; steps = 0 turns it off.
+struct SftSection {
+  int64_t steps = 0;
+  int64_t batch_size = 32;
+  double lr = 1e-3;
+};
+
+// [generator]
+struct GeneratorSection {
+  int64_t count = 1;                   // generators started as child processes
+  std::vector<std::string> addresses;  // "host:port" of running generators (used instead)
+  int64_t kv_bytes = 64ll << 20;       // KV cache pool per generator
+  int64_t threads = 1;                 // intra-op threads per generator
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int64_t top_k = 0;        // 0 = off
+  int64_t max_tokens = 64;  // completion tokens per sample
+};
+
+// [trainer]: optimizer and batching options (sent to the trainer as JSON, see
+// TrainerOptionsJson). `address` connects to a running trainer instead of starting one.
+struct TrainerSection {
+  std::string address;
+  double lr = 1e-5;
+  std::vector<double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double grad_clip = 1.0;  // global norm; 0 = off
+  int64_t warmup_steps = 0;
+  std::string schedule = "constant";  // "constant" | "cosine" (decays over job.steps)
+  double min_lr_ratio = 0.0;          // floor of the decayed schedule, as a fraction of lr
+  int64_t micro_batch_tokens = 4096;
+  int64_t max_sequence_length = 2048;
+  int64_t threads = 1;  // intra-op threads of the trainer
+};
+
+// [algorithm]
+struct AlgorithmSection {
+  std::string advantage = "grpo";  // "grpo" | "dr_grpo" | "rloo"
+  std::string loss = "grpo";       // "grpo" (token ratio, clipped) | "gspo" (sequence)
+  double clip_eps_low = 0.2;
+  double clip_eps_high = 0.2;  // > clip_eps_low = DAPO clip-higher
+  double log_ratio_clamp = 20.0;
+  std::string aggregation = "token_mean";  // "token_mean" | "seq_mean_token_mean" | "constant"
+  double constant_normalizer = 1.0;        // for aggregation "constant" (e.g. max_tokens)
+  bool drop_zero_variance_groups = true;
+  double kl_coef = 0.0;  // k3 penalty to the initial model; 0 = off
+  double tis_cap = 0.0;  // truncated importance sampling cap; 0 = off
+  int64_t samples_per_prompt = 8;
+  int64_t prompts_per_step = 8;
+};
+
+// One remote reward server ([[rewards.servers]]): exactly one of `command` (argv of a server
+// the orchestrator starts; it gets --port and --auth-token-file appended) and `address`.
+struct RewardServerConfig {
+  std::string name;  // used in logs and metrics; default "server<i>"
+  std::vector<std::string> command;
+  std::string address;
+  int64_t deadline_ms = 10000;
+  int64_t max_attempts = 3;
+  int64_t max_concurrency = 16;
+  double weight = 1.0;
+};
+
+// [rewards]: an in-process built-in (rewards/reward_registry.h names) and/or remote servers.
+// The reward of a sample is the weighted sum.
+struct RewardsSection {
+  std::string builtin = "math";                       // empty = none
+  nlohmann::json options = nlohmann::json::object();  // the built-in's options
+  double weight = 1.0;                                // the built-in's weight
+  std::vector<RewardServerConfig> servers;
+};
+
+// [environment]: optional multi-turn environment server (lockstep.v1.Environment); enabled
+// when `command` or `address` is set.
+struct EnvironmentSection {
+  std::vector<std::string> command;
+  std::string address;
+  int64_t max_turns = 1;
+  int64_t deadline_ms = 10000;
+  bool enabled() const { return !command.empty() || !address.empty(); }
+};
+
+// [async]
+struct AsyncSection {
+  int64_t max_staleness = 0;  // a sample from version v trains at step t only if t - v <= this
+};
+
+// [parity]
+struct ParitySection {
+  std::string mode = "strict";  // "strict" (stop on first mismatch) | "report" | "off"
+};
+
+// [checkpointing]
+struct CheckpointingSection {
+  int64_t every = 0;      // steps between checkpoints; 0 = only at the end (and on Ctrl-C)
+  int64_t keep_last = 3;  // checkpoints kept; 0 = all
+};
+
+// [logging]
+struct LoggingSection {
+  bool progress = true;        // live console progress line on stderr
+  std::string level = "info";  // "debug" | "info" | "warning" | "error"
+};
+
+// [weight_sync]
+struct WeightSyncSection {
+  int64_t bucket_mb = 64;
+  int64_t timeout_ms = 60000;
+  bool verify = true;  // compare a checksum of the received weights on every generator
+};
+
+struct JobConfig {
+  JobSection job;
+  ModelSection model;
+  TokenizerSection tokenizer;
+  DataSection data;
+  SftSection sft;
+  GeneratorSection generator;
+  TrainerSection trainer;
+  AlgorithmSection algorithm;
+  RewardsSection rewards;
+  EnvironmentSection environment;
+  AsyncSection async;
+  ParitySection parity;
+  CheckpointingSection checkpointing;
+  LoggingSection logging;
+  WeightSyncSection weight_sync;
+
+  // Where the config came from (a path, or "<string>"); for messages only.
+  std::string source;
+};
+
+// Reads `path`, applies `overrides` ("section.key=value", in order) and validates the result.
+// NotFound for a missing file; InvalidArgument "FILE:LINE: [section] key: problem" for a
+// syntax error, unknown key, wrong type, bad value, missing referenced file or impossible
+// combination (an override's location reads "--set section.key=value").
+absl::StatusOr<JobConfig> LoadJobConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides = {});
+
+// As LoadJobConfig, from TOML text; `source_name` stands in for the path in messages.
+absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text,
+                                         const std::string& source_name,
+                                         const std::vector<std::string>& overrides = {});
+
+// The combination and file checks alone (LoadJobConfig runs them); for configs built in code.
+absl::Status ValidateJobConfig(const JobConfig& config);
+
+// The fully resolved config (every key, defaults included) as TOML text that ParseJobConfig
+// reads back to an equal JobConfig.
+std::string ResolvedConfigToml(const JobConfig& config);
+
+// Writes ResolvedConfigToml to `path` (write to a temporary file, then rename).
+absl::Status WriteResolvedConfig(const JobConfig& config, const std::string& path);
+
+// The trainer's JSON options (trainer/trainer_options.h names): mode, lr, betas, eps,
+// weight_decay, grad_clip, warmup_steps, total_steps, schedule, min_lr_ratio,
+// micro_batch_tokens, max_sequence_length, loss, clip_eps_low, clip_eps_high, log_ratio_clamp,
+// aggregation, constant_normalizer, tis_cap, kl_coef, temperature, checkpoint_dir, keep_last,
+// seed. `checkpoint_dir` is the run's checkpoints/ folder.
+nlohmann::json TrainerOptionsJson(const JobConfig& config, const std::string& checkpoint_dir = "");
+
+// Whether `advantage` compares samples within a prompt's group (all built-ins do).
+bool IsGroupAdvantage(const std::string& advantage);
+
+}  // namespace lockstep::orchestrator
+
+#endif  // LOCKSTEP_ORCHESTRATOR_CONFIG_H_
