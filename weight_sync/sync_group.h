@@ -1,0 +1,129 @@
+// The weight-sync group: {trainer rank 0, generator ranks 1..N} on one c10d process group. Rank 0
+// broadcasts its fp32 parameters bucket by bucket; every other rank receives them into a fresh
+// staging TensorMap (cast to its own dtype) that the caller installs.
+//
+//   // trainer (rank 0)                         // each generator (rank r >= 1)
+//   auto group = WeightSyncGroup::Join(          auto group = WeightSyncGroup::Join(
+//       {.store_port = p, .rank = 0,                 {.store_host = h, .store_port = p,
+//        .world_size = 3}, ManifestOf(params));       .rank = r, .world_size = 3}, manifest);
+//   group->Send(params, /*version=*/7);          auto staged = group->Receive(7, torch::kBFloat16);
+//
+// Buckets: every tensor is laid out as fp32 in one byte stream in manifest (name) order and the
+// stream is cut into buckets of `bucket_bytes` (a tensor may span buckets), so both sides derive
+// the same plan from the manifest without exchanging per-tensor metadata. Before the buckets rank
+// 0 broadcasts a header {version, number of buckets, total bytes}. With `verify`, after the last
+// bucket every rank hashes each bucket and the hashes are all-gathered and compared: a mismatch
+// is DataLoss on every rank, naming the bucket and the rank.
+//
+// Failure model: the rendezvous and every collective are bounded by `timeout`. A peer that does
+// not show up gives DeadlineExceeded; a peer that dies mid-broadcast gives every survivor
+// DeadlineExceeded or Unavailable within the timeout, never a hang. A group that failed is
+// broken: later calls return FailedPrecondition at once. Re-form by destroying it and calling
+// Join again with a new `group_name` (the same store address may be reused).
+//
+// Backends: Gloo for CPU tensors (always built). NCCL would serve CUDA tensors but is compiled in
+// only when LibTorch was built with CUDA and NCCL; Debian's CPU LibTorch has neither, so here a
+// CUDA tensor is refused with Unimplemented (see weight_sync/c10d_compat.h).
+//
+// Thread safety: a WeightSyncGroup is used by one thread at a time (calls are collectives: every
+// rank must make the matching call in the same order). Distinct groups are independent.
+#ifndef LOCKSTEP_WEIGHT_SYNC_SYNC_GROUP_H_
+#define LOCKSTEP_WEIGHT_SYNC_SYNC_GROUP_H_
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/safetensors.h"
+#include "weight_sync/bucket_plan.h"
+#include "weight_sync/manifest.h"
+
+namespace c10d {
+class Work;
+}  // namespace c10d
+
+namespace lockstep::weight_sync {
+
+struct GroupOptions {
+  std::string store_host = "127.0.0.1";  // rank 0 hosts the c10d TCPStore here
+  int store_port = 0;                    // must be set (> 0): every rank dials it
+  int rank = 0;                          // 0 = sender (trainer), 1..world_size-1 = receivers
+  int world_size = 1;
+  std::string group_name = "sync";           // store key prefix; a new name re-forms the group
+  std::chrono::milliseconds timeout{60000};  // the rendezvous and every collective
+  int64_t bucket_bytes = int64_t{256} << 20;
+  bool verify = false;  // hash every bucket and compare across ranks after each broadcast
+
+  // InvalidArgument naming the field.
+  absl::Status Validate() const;
+};
+
+class WeightSyncGroup {
+ public:
+  // Rendezvous: rank 0 hosts the TCPStore at store_host:store_port; every rank publishes its
+  // manifest under `group_name` and checks every other rank's against rank 0's; then a Gloo
+  // process group forms. Errors: InvalidArgument (bad options); FailedPrecondition naming the
+  // first differing tensor (its name and both shapes, or which rank lacks it) on every rank;
+  // DeadlineExceeded when a peer does not show up within the timeout; Unavailable when the store
+  // cannot be hosted or reached.
+  static absl::StatusOr<std::unique_ptr<WeightSyncGroup>> Join(const GroupOptions& options,
+                                                               const Manifest& manifest);
+
+  // Never blocks longer than the timeout: a broken group's process group is abandoned (its
+  // blocked worker threads time out on their own) rather than joined.
+  ~WeightSyncGroup();
+
+  WeightSyncGroup(const WeightSyncGroup&) = delete;
+  WeightSyncGroup& operator=(const WeightSyncGroup&) = delete;
+
+  // Rank 0 only: broadcasts `params` (any floating dtype, sent as fp32) as `version`. `params`
+  // must match the manifest (InvalidArgument naming the tensor otherwise, before anything is
+  // sent). Returns after the last bucket (and the verification) completed on this rank.
+  absl::Status Send(const TensorMap& params, int64_t version);
+
+  // Ranks >= 1: receives the next broadcast into new CPU tensors of `dtype`, one per manifest
+  // entry (a staging copy the caller owns). FailedPrecondition if the announced version is not
+  // `expected_version` (the broadcast is still consumed, so the group stays usable).
+  absl::StatusOr<TensorMap> Receive(int64_t expected_version, torch::Dtype dtype);
+
+  int rank() const { return options_.rank; }
+  int world_size() const { return options_.world_size; }
+  const Manifest& manifest() const { return plan_.manifest(); }
+  int64_t num_buckets() const { return plan_.num_buckets(); }
+  int64_t total_bytes() const { return plan_.total_bytes(); }
+  // True once a collective failed; the group must then be re-formed.
+  bool broken() const { return broken_; }
+  // Wall time of the last successful Send/Receive (header, buckets and verification), seconds.
+  double last_seconds() const { return last_seconds_; }
+
+ private:
+  struct Backend;  // the c10d store and process group (weight_sync/c10d_compat.h)
+
+  WeightSyncGroup(GroupOptions options, BucketPlan plan, std::unique_ptr<Backend> backend);
+
+  // FailedPrecondition if the group is broken or this rank is on the wrong side of `operation`.
+  absl::Status CheckUsable(const char* operation, bool sender) const;
+  // Waits for `work` within the timeout: DeadlineExceeded on timeout, Unavailable when a peer
+  // dropped out (both break the group).
+  absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what);
+  // All-gathers this rank's bucket hashes and compares every rank's with rank 0's.
+  absl::Status VerifyHashes(const std::vector<int64_t>& hashes);
+  absl::Status Fail(absl::Status status);  // marks the group broken and returns `status`
+
+  const GroupOptions options_;
+  const BucketPlan plan_;
+  std::unique_ptr<Backend> backend_;
+  bool broken_ = false;
+  double last_seconds_ = 0;
+};
+
+}  // namespace lockstep::weight_sync
+
+#endif  // LOCKSTEP_WEIGHT_SYNC_SYNC_GROUP_H_
