@@ -12,6 +12,13 @@ void AddForwardCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);
+void AddRunCommand(CLI::App& app);
+void AddReportCommand(CLI::App& app);
+
+// `lockstep serve <service>`, registered under the `serve` group.
+void AddServeGeneratorCommand(CLI::App* serve);
+void AddServeTrainerCommand(CLI::App* serve);
+void AddServeRewardCommand(CLI::App* serve);
 
 }  // namespace lockstep::cli
 

@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   lockstep::cli::AddTokenizeCommand(app);
   lockstep::cli::AddGenerateCommand(app);
   lockstep::cli::AddServeCommand(app);
+  lockstep::cli::AddRunCommand(app);
+  lockstep::cli::AddReportCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

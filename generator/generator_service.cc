@@ -5,6 +5,7 @@
 #include <mutex>
 #include <utility>
 
+#include "common/auth.h"
 #include "generator/generator_convert.h"
 
 namespace lockstep::generator {
@@ -115,15 +116,20 @@ GeneratorService::GeneratorService(EngineLoop* loop, GeneratorServiceOptions opt
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* GeneratorService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  const grpc::Status auth = CheckAuth(*context, options_.auth_token);
+  if (!auth.ok()) {
+    return new GenerateReactor(loop_, absl::UnauthenticatedError(auth.error_message()));
+  }
   return new GenerateReactor(loop_, FromProto(*request, options_.eos_token_id));
 }
 
 grpc::ServerUnaryReactor* GeneratorService::GetStatus(grpc::CallbackServerContext* context,
                                                       const v1::GetStatusRequest* request,
                                                       v1::GetStatusResponse* response) {
-  ToProto(loop_->status(), response);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
+  const grpc::Status auth = CheckAuth(*context, options_.auth_token);
+  if (auth.ok()) ToProto(loop_->status(), response);
+  reactor->Finish(auth);
   return reactor;
 }
 

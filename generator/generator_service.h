@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "generator/engine_loop.h"
 #include "proto/generator.grpc.pb.h"
@@ -26,6 +27,8 @@ namespace lockstep::generator {
 struct GeneratorServiceOptions {
   // The model's EOS token: samples stop at it unless the request sets sampling.ignore_eos.
   std::optional<int64_t> eos_token_id;
+  // When non-empty, every call must carry it (common/auth.h); others get UNAUTHENTICATED.
+  std::string auth_token;
 };
 
 class GeneratorService final : public v1::Generator::CallbackService {
