@@ -41,6 +41,9 @@ absl::StatusOr<RunningServer> StartServer(const ServerOptions& options,
   RunningServer running;
   const std::string address = absl::StrCat(options.host, ":", options.port);
   builder.AddListeningPort(address, credentials, &running.port);
+  // gRPC sets SO_REUSEPORT by default, which lets a second server share a port silently; an
+  // occupied port must be an error instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   for (grpc::Service* service : services) builder.RegisterService(service);

@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/health.grpc.pb.h"
+#include "proto/reward.grpc.pb.h"
 
 namespace lockstep {
 namespace {
@@ -122,7 +123,9 @@ TEST(CheckAuth, AnEmptyServerTokenMeansAuthOff) {
 }
 
 TEST(StartServer, ServesHealthOnLoopbackAndRefusesAPortInUse) {
-  absl::StatusOr<RunningServer> first = StartServer({}, {});
+  // Any callback service will do (its methods answer UNIMPLEMENTED): a server needs one.
+  v1::Reward::CallbackService service;
+  absl::StatusOr<RunningServer> first = StartServer({}, {&service});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_GT(first->port, 0);
   std::unique_ptr<Health::Stub> stub =
@@ -136,7 +139,8 @@ TEST(StartServer, ServesHealthOnLoopbackAndRefusesAPortInUse) {
 
   ServerOptions same_port;
   same_port.port = first->port;
-  absl::StatusOr<RunningServer> second = StartServer(same_port, {});
+  v1::Reward::CallbackService other_service;
+  absl::StatusOr<RunningServer> second = StartServer(same_port, {&other_service});
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(second.status().message(), HasSubstr(absl::StrCat(":", first->port)));
   first->server->Shutdown();
