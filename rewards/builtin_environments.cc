@@ -27,8 +27,8 @@ absl::StatusOr<std::unique_ptr<Environment>> CreateGuessNumber(const nlohmann::j
     } else if (key == "max_guesses") {
       options.max_guesses = value.get<int>();
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "guess_number: unknown option '", key, "' (known: min, max, max_guesses)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("guess_number: unknown option '", key, "' (known: min, max, max_guesses)"));
     }
   }
   if (options.min > options.max) {

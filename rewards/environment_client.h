@@ -26,18 +26,18 @@
 namespace lockstep::rewards {
 
 struct EnvironmentClientOptions {
-  std::string address;                       // "host:port"; required
-  std::string auth_token;                    // sent as a bearer token when non-empty
-  std::string tls_ca_file;                   // PEM root certificates; TLS when non-empty
+  std::string address;                        // "host:port"; required
+  std::string auth_token;                     // sent as a bearer token when non-empty
+  std::string tls_ca_file;                    // PEM root certificates; TLS when non-empty
   std::chrono::milliseconds deadline{10000};  // per attempt; > 0
-  int max_attempts = 3;                      // first attempt included; >= 1
+  int max_attempts = 3;                       // first attempt included; >= 1
   std::chrono::milliseconds initial_backoff{100};
-  double backoff_multiplier = 2;             // >= 1
+  double backoff_multiplier = 2;  // >= 1
 };
 
 // Counters since creation; thread-safe snapshots.
 struct EnvironmentClientMetrics {
-  int64_t rpcs = 0;               // attempts, retries included
+  int64_t rpcs = 0;  // attempts, retries included
   int64_t retries = 0;
   int64_t rpcs_failed = 0;        // attempts that ended non-OK
   int64_t deadline_exceeded = 0;  // attempts that ran past the deadline

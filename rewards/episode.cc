@@ -102,8 +102,8 @@ EpisodeResult RunEpisode(Environment& environment, const EpisodeStart& start,
     }
     absl::StatusOr<GeneratedTurn> turn = generate(episode.context());
     if (!turn.ok()) {
-      episode.Fail(absl::StrCat("generate turn ", result.num_turns + 1, ": ",
-                                turn.status().ToString()));
+      episode.Fail(
+          absl::StrCat("generate turn ", result.num_turns + 1, ": ", turn.status().ToString()));
       break;
     }
     if (turn->logprobs.size() != turn->tokens.size() ||

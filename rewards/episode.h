@@ -26,19 +26,21 @@ namespace lockstep::rewards {
 
 // One model turn, from the generator.
 struct GeneratedTurn {
-  std::vector<int32_t> tokens;          // the sampled tokens (the context is not repeated)
-  std::vector<float> logprobs;          // one per token
-  std::vector<int64_t> weight_versions; // one per token
-  std::string text;                     // the tokens decoded; sent to the environment as the action
+  std::vector<int32_t> tokens;           // the sampled tokens (the context is not repeated)
+  std::vector<float> logprobs;           // one per token
+  std::vector<int64_t> weight_versions;  // one per token
+  std::string text;  // the tokens decoded; sent to the environment as the action
 };
 
 // Samples the model's next turn given the whole context so far (prompt + completion so far).
 // An error fails the episode.
-using GenerateFn = std::function<absl::StatusOr<GeneratedTurn>(const std::vector<int32_t>& context)>;
+using GenerateFn =
+    std::function<absl::StatusOr<GeneratedTurn>(const std::vector<int32_t>& context)>;
 
 // Tokenizes an observation given as text (applying the chat template for `role` when set).
 // Never called for observations that carry token ids. An error fails the episode.
-using EncodeFn = std::function<absl::StatusOr<std::vector<int32_t>>(const Observation& observation)>;
+using EncodeFn =
+    std::function<absl::StatusOr<std::vector<int32_t>>(const Observation& observation)>;
 
 struct EpisodeOptions {
   int max_turns = 8;  // model turns at most (also capped by the environment's own max_turns); >= 1
@@ -50,15 +52,15 @@ struct EpisodeOptions {
 struct EpisodeResult {
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> completion_tokens;
-  std::vector<float> logprobs;            // NaN for observation tokens
-  std::vector<int64_t> weight_versions;   // -1 for observation tokens
-  std::vector<uint8_t> loss_mask;         // 1: the model's token; 0: an observation's
-  int num_turns = 0;                      // model turns taken
-  std::vector<double> step_rewards;       // one per Step that returned
-  double episode_return = 0.0;            // sum of step_rewards
+  std::vector<float> logprobs;               // NaN for observation tokens
+  std::vector<int64_t> weight_versions;      // -1 for observation tokens
+  std::vector<uint8_t> loss_mask;            // 1: the model's token; 0: an observation's
+  int num_turns = 0;                         // model turns taken
+  std::vector<double> step_rewards;          // one per Step that returned
+  double episode_return = 0.0;               // sum of step_rewards
   std::map<std::string, double> sub_scores;  // summed over steps
-  bool done = false;       // the environment ended the episode
-  bool truncated = false;  // stopped by max_turns or the token budget before done
+  bool done = false;                         // the environment ended the episode
+  bool truncated = false;                    // stopped by max_turns or the token budget before done
   // The episode failed (Reset, generate, encode or Step returned an error); `error` says where.
   // A failed episode is excluded from advantages, never scored 0.
   bool failed = false;

@@ -64,8 +64,7 @@ absl::StatusOr<StepResult> GuessNumberEnvironment::Step(const StepInput& input) 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = episodes_.find(input.episode_id);
   if (it == episodes_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("guess_number: no open episode ", input.episode_id));
+    return absl::NotFoundError(absl::StrCat("guess_number: no open episode ", input.episode_id));
   }
   Episode& episode = it->second;
   ++episode.num_guesses;
@@ -86,8 +85,8 @@ absl::StatusOr<StepResult> GuessNumberEnvironment::Step(const StepInput& input) 
   const int guesses_left = options_.max_guesses - episode.num_guesses;
   if (!guess.has_value()) {
     result.sub_scores["invalid"] = 1.0;
-    result.observation.text = absl::StrCat("I found no number in your answer. ", guesses_left,
-                                           " guesses left.");
+    result.observation.text =
+        absl::StrCat("I found no number in your answer. ", guesses_left, " guesses left.");
   } else {
     result.observation.text = absl::StrCat(*guess < episode.secret ? "Higher." : "Lower.", " ",
                                            guesses_left, " guesses left.");

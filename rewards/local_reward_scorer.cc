@@ -26,7 +26,8 @@ ItemOutcome ScoreOne(const Reward& reward, const RewardInput& input) {
 
 LocalRewardScorer::LocalRewardScorer(std::unique_ptr<Reward> reward, int num_threads)
     : reward_(std::move(reward)) {
-  for (int i = 0; i < std::max(num_threads, 1); ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 0; i < std::max(num_threads, 1); ++i)
+    workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 LocalRewardScorer::~LocalRewardScorer() {

@@ -31,15 +31,15 @@
 namespace lockstep::rewards {
 
 struct ClientOptions {
-  std::string address;                  // "host:port" of the reward server; required
-  std::string auth_token;               // sent as "authorization: Bearer <token>" when non-empty
-  std::string tls_ca_file;              // PEM root certificates; TLS when non-empty
-  std::chrono::milliseconds deadline{10000};  // per attempt; > 0
-  int max_attempts = 3;                 // first attempt included; >= 1
+  std::string address;      // "host:port" of the reward server; required
+  std::string auth_token;   // sent as "authorization: Bearer <token>" when non-empty
+  std::string tls_ca_file;  // PEM root certificates; TLS when non-empty
+  std::chrono::milliseconds deadline{10000};       // per attempt; > 0
+  int max_attempts = 3;                            // first attempt included; >= 1
   std::chrono::milliseconds initial_backoff{100};  // before the first retry; >= 0
-  double backoff_multiplier = 2;        // >= 1
-  int max_concurrency = 64;             // calls in flight to this server at most; >= 1
-  int max_batch_items = 64;             // items per Score call at most; >= 1
+  double backoff_multiplier = 2;                   // >= 1
+  int max_concurrency = 64;                        // calls in flight to this server at most; >= 1
+  int max_batch_items = 64;                        // items per Score call at most; >= 1
 };
 
 class RewardClient final : public RewardScorer {

@@ -35,14 +35,14 @@ struct ItemOutcome {
 // caller sees items_sent == items_scored + items_failed). An item is counted once however many
 // times its batch was retried.
 struct ClientMetrics {
-  int64_t items_sent = 0;       // items handed to ScoreAsync
-  int64_t items_scored = 0;     // outcomes with ok = true
-  int64_t items_failed = 0;     // outcomes with ok = false
-  int64_t items_in_flight = 0;  // accepted, outcome not yet delivered
-  int64_t rpcs = 0;             // calls attempted (retries included; 0 for in-process scorers)
-  int64_t rpcs_failed = 0;      // attempts that ended in a non-OK status
-  int64_t retries = 0;          // attempts after the first one of a batch
-  int64_t deadline_exceeded = 0;  // attempts that ran past the deadline
+  int64_t items_sent = 0;           // items handed to ScoreAsync
+  int64_t items_scored = 0;         // outcomes with ok = true
+  int64_t items_failed = 0;         // outcomes with ok = false
+  int64_t items_in_flight = 0;      // accepted, outcome not yet delivered
+  int64_t rpcs = 0;                 // calls attempted (retries included; 0 for in-process scorers)
+  int64_t rpcs_failed = 0;          // attempts that ended in a non-OK status
+  int64_t retries = 0;              // attempts after the first one of a batch
+  int64_t deadline_exceeded = 0;    // attempts that ran past the deadline
   int64_t max_concurrent_rpcs = 0;  // the most calls ever in flight at once
 };
 

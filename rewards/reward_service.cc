@@ -3,23 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "rewards/reward_convert.h"
 
 namespace lockstep::rewards {
-namespace {
-
-bool Authorized(const grpc::CallbackServerContext& context, const std::string& token) {
-  if (token.empty()) return true;
-  const std::string expected = absl::StrCat("Bearer ", token);
-  const auto& metadata = context.client_metadata();
-  auto [begin, end] = metadata.equal_range("authorization");
-  for (auto it = begin; it != end; ++it) {
-    if (absl::string_view(it->second.data(), it->second.size()) == expected) return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 RewardService::RewardService(std::unique_ptr<Reward> reward, RewardServiceOptions options)
     : reward_(std::move(reward)), options_(std::move(options)) {}
@@ -28,8 +15,8 @@ grpc::ServerUnaryReactor* RewardService::Score(grpc::CallbackServerContext* cont
                                                const v1::ScoreRequest* request,
                                                v1::ScoreResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (!Authorized(*context, options_.token)) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong token"));
+  if (grpc::Status auth = CheckAuth(*context, options_.token); !auth.ok()) {
+    reactor->Finish(auth);
     return reactor;
   }
   if (options_.max_batch_size != 0 &&
