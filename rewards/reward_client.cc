@@ -167,7 +167,11 @@ class RewardClient::Impl {
         auto call = std::make_unique<Call>();
         call->batch = std::move(ready_.front());
         ready_.pop_front();
-        Start(std::move(call));  // registers the call; safe under the lock (see Start)
+        Call* registered = Register(std::move(call));
+        // Started unlocked: gRPC may run the completion callback (which takes mu_) at once.
+        lock.unlock();
+        Start(registered);
+        lock.lock();
         continue;
       }
       if (backoff_.empty()) {
@@ -178,9 +182,9 @@ class RewardClient::Impl {
     }
   }
 
-  // Starts one attempt. Called with mu_ held: the completion callback takes mu_, so it cannot
-  // touch the call before it is registered here.
-  void Start(std::unique_ptr<Call> call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Counts one attempt and adds it to in_flight_ (so that shutdown can cancel it), before it is
+  // started.
+  Call* Register(std::unique_ptr<Call> call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Batch& batch = *call->batch;
     ++batch.num_attempts;
     ++metrics_.rpcs;
@@ -191,12 +195,18 @@ class RewardClient::Impl {
     in_flight_.insert(raw);
     metrics_.max_concurrent_rpcs =
         std::max(metrics_.max_concurrent_rpcs, static_cast<int64_t>(in_flight_.size()));
-    stub_->async()->Score(&raw->context, &raw->batch->request, &raw->response,
-                          [this, raw](grpc::Status status) {
+    return raw;
+  }
+
+  // Starts a registered attempt; its completion goes to finished_ for the dispatcher. A call
+  // cancelled (TryCancel) before it starts is cancelled as it starts.
+  void Start(Call* call) ABSL_LOCKS_EXCLUDED(mu_) {
+    stub_->async()->Score(&call->context, &call->batch->request, &call->response,
+                          [this, call](grpc::Status status) {
                             std::lock_guard<std::mutex> callback_lock(mu_);
-                            raw->status = std::move(status);
-                            in_flight_.erase(raw);
-                            finished_.emplace_back(raw);
+                            call->status = std::move(status);
+                            in_flight_.erase(call);
+                            finished_.emplace_back(call);
                             wake_.notify_one();
                           });
   }

@@ -80,12 +80,18 @@ absl::StatusOr<int> ChildProcess::WaitForServingPort(std::chrono::milliseconds t
   }
 }
 
-void ChildProcess::KillAndWait(int signal) {
-  if (pid_ <= 0) return;
+int ChildProcess::KillAndWait(int signal) {
+  if (pid_ <= 0) return -1;
   ::kill(pid_, signal);
+  return Wait();
+}
+
+int ChildProcess::Wait() {
+  if (pid_ <= 0) return -1;
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;
+  return status;
 }
 
 }  // namespace lockstep::rewards::testing

@@ -29,8 +29,12 @@ class ChildProcess {
   // message).
   absl::StatusOr<int> WaitForServingPort(std::chrono::milliseconds timeout);
 
-  // Sends `signal` and reaps the child.
-  void KillAndWait(int signal);
+  // Sends `signal` and reaps the child; returns its wait status (see waitpid), -1 if it was
+  // already reaped.
+  int KillAndWait(int signal);
+
+  // Waits for the child to exit by itself; returns its wait status.
+  int Wait();
 
   pid_t pid() const { return pid_; }
 
