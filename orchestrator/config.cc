@@ -22,7 +22,9 @@ const std::map<std::string, std::vector<std::string>>& KnownKeys() {
       {"job", {"name", "seed", "steps", "output_root"}},
       {"model", {"preset", "path", "mode", "dtype"}},
       {"tokenizer", {"path"}},
-      {"data", {"task", "train_file", "eval_file", "eval_size", "prompt_field", "answer_field"}},
+      {"data",
+       {"task", "train_file", "eval_file", "eval_size", "max_operand", "prompt_field",
+        "answer_field"}},
       {"sft", {"steps", "batch_size", "lr"}},
       {"generator",
        {"count", "addresses", "kv_bytes", "threads", "temperature", "top_p", "top_k",
@@ -313,6 +315,7 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
     r.String("train_file", &config->data.train_file);
     r.String("eval_file", &config->data.eval_file);
     r.Int("eval_size", &config->data.eval_size);
+    r.Int("max_operand", &config->data.max_operand);
     r.String("prompt_field", &config->data.prompt_field);
     r.String("answer_field", &config->data.answer_field);
     r.CheckUnknownKeys();

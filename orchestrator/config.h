@@ -52,6 +52,7 @@ struct DataSection {
   std::string train_file;   // JSONL; required when task is empty
   std::string eval_file;    // JSONL; optional (empty: held-out examples of the task)
   int64_t eval_size = 200;  // held-out prompts scored before and after RL
+  int64_t max_operand = 9;  // arithmetic task: operands in [0, max_operand]
   std::string prompt_field = "prompt";
   std::string answer_field = "answer";
 };

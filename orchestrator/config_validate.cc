@@ -85,6 +85,7 @@ void CheckModelAndData(const JobConfig& c, Problems& p) {
   p.ExistingFile("data.train_file", c.data.train_file);
   p.ExistingFile("data.eval_file", c.data.eval_file);
   p.AtLeast("data.eval_size", c.data.eval_size, 0);
+  p.AtLeast("data.max_operand", c.data.max_operand, 1);
   if (c.data.prompt_field.empty()) p.Add("data.prompt_field", "must not be empty");
   if (c.data.answer_field.empty()) p.Add("data.answer_field", "must not be empty");
 

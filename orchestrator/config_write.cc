@@ -95,6 +95,7 @@ toml::table ToToml(const JobConfig& c) {
                            {"train_file", c.data.train_file},
                            {"eval_file", c.data.eval_file},
                            {"eval_size", c.data.eval_size},
+                           {"max_operand", c.data.max_operand},
                            {"prompt_field", c.data.prompt_field},
                            {"answer_field", c.data.answer_field}}},
       {"sft",
