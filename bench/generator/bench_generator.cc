@@ -1,0 +1,404 @@
+// bench_generator: decode throughput of the generator Engine (continuous batching, paged KV
+// cache) in both numeric modes, next to a Python reference loop on the same weights.
+//   build/bench/bench_generator [--preset base] [--json FILE] [--batches 1,8,32]
+//                               [--prompt-len 32] [--max-tokens 64] [--threads 0]
+//
+// One run does everything: it writes a random model (CreateRandomModel + SaveModel) into a
+// temporary directory, then runs each measurement in a fresh child process so that each one's
+// peak RSS is its own: this program once per numeric mode (--worker MODE: the same random model,
+// an Engine, every batch size) and reference_generate.py (python3, torch CPU, same thread count,
+// the weights read from the saved model.safetensors) at the ratio batch. Prints a table and
+// writes JSON (keys in bench/README.md).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "bench/generator/engine_workload.h"
+#include "bench/generator/process_util.h"
+#include "generator/block_manager.h"
+#include "generator/engine.h"
+#include "model/checkpoint.h"
+#include "nlohmann/json.hpp"
+
+namespace lockstep::bench {
+namespace {
+
+constexpr double kMib = 1024.0 * 1024.0;
+constexpr double kBiVsFastTarget = 0.85, kVsPythonTarget = 3.0, kPeakRssFactor = 1.25;
+
+struct Flags {
+  std::string preset = "base", arch = "qwen3", json_path, python = "/usr/bin/python3";
+  std::string script = LOCKSTEP_REFERENCE_GENERATE_SCRIPT;
+  std::vector<int64_t> batches = {1, 8, 32};
+  int64_t ratio_batch = 8, prompt_len = 32, max_tokens = 64, block_size = 16;
+  uint64_t model_seed = 0;
+  int threads = 0;
+  // Worker mode (internal): run one numeric mode and write its JSON here.
+  std::string worker_mode, worker_out;
+};
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "bench_generator: %s\n", status.ToString().c_str());
+  return 1;
+}
+
+absl::StatusOr<nlohmann::json> ReadJson(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InternalError(absl::StrCat(path.string(), ": cannot open"));
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return absl::InternalError(absl::StrCat(path.string(), ": not JSON"));
+  return json;
+}
+
+// KV blocks for max(batches) sequences of prompt_len + max_tokens positions: the whole workload
+// fits at once, so nothing is preempted.
+std::string ReadLoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return absl::StrCat(one, " ", five, " ", fifteen);
+}
+
+int64_t WorkloadBlocks(const Flags& flags) {
+  const int64_t max_batch = *std::max_element(flags.batches.begin(), flags.batches.end());
+  const int64_t per_sequence = (flags.prompt_len + flags.max_tokens + flags.block_size - 1) /
+                               flags.block_size;
+  return max_batch * per_sequence;
+}
+
+// Seconds of one pass of every matrix product of a decode step at `batch` rows (the layers'
+// projections and the LM head, stock LibTorch matmul, best of 5): a floor for any decode step
+// on this BLAS and thread count, whoever drives it.
+double MatmulFloorSeconds(const Transformer& model, int64_t batch) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> weights;
+  for (const auto& [name, tensor] : StateDict(model)) {
+    if (tensor.dim() == 2 && name != "model.embed_tokens.weight") weights.push_back(tensor);
+  }
+  weights.push_back(model.lm_head_weight());
+  std::vector<torch::Tensor> inputs;
+  for (const torch::Tensor& weight : weights) inputs.push_back(torch::randn({batch, weight.size(1)}));
+  double best = 1e30;
+  for (int run = 0; run < 6; ++run) {
+    const double start = ProcessCpuSeconds();
+    for (size_t i = 0; i < weights.size(); ++i) torch::matmul(inputs[i], weights[i].t());
+    if (run > 0) best = std::min(best, ProcessCpuSeconds() - start);  // run 0 warms up
+  }
+  return best;
+}
+
+// --worker MODE: one numeric mode, every batch size, one JSON file.
+int RunWorker(const Flags& flags, const ModelConfig& config) {
+  ModelOptions options;
+  absl::StatusOr<NumericMode> mode = ParseNumericMode(flags.worker_mode);
+  if (!mode.ok()) return Fail(mode.status());
+  options.numeric_mode = *mode;
+  std::shared_ptr<Transformer> model = CreateRandomModel(config, flags.model_seed, options);
+  const int64_t max_batch = *std::max_element(flags.batches.begin(), flags.batches.end());
+  generator::EngineOptions engine_options;
+  engine_options.block_size = flags.block_size;
+  engine_options.kv_cache_bytes =
+      WorkloadBlocks(flags) * generator::BlockManager::BytesPerBlock(config, flags.block_size);
+  engine_options.scheduler.max_num_seqs = max_batch;
+  engine_options.scheduler.max_num_batched_tokens = max_batch * flags.prompt_len;
+  absl::StatusOr<std::unique_ptr<generator::Engine>> engine =
+      generator::Engine::Create(model, engine_options);
+  if (!engine.ok()) return Fail(engine.status());
+
+  // Warm-up (not reported): first forwards, batch-invariant weight packing, allocator growth.
+  absl::StatusOr<WorkloadResult> warm_up =
+      RunDecodeWorkload(**engine, std::min<int64_t>(max_batch, 8), flags.prompt_len, 4,
+                        config.vocab_size);
+  if (!warm_up.ok()) return Fail(warm_up.status());
+
+  nlohmann::json json = {{"mode", flags.worker_mode},
+                         {"threads", torch::get_num_threads()},
+                         {"kv_blocks", (*engine)->block_manager().num_blocks()}};
+  for (int64_t batch : flags.batches) {
+    absl::StatusOr<WorkloadResult> result = RunDecodeWorkload(
+        **engine, batch, flags.prompt_len, flags.max_tokens, config.vocab_size);
+    if (!result.ok()) return Fail(result.status());
+    if ((*engine)->block_manager().num_free_blocks() != (*engine)->block_manager().num_blocks()) {
+      return Fail(absl::InternalError("KV blocks leaked after the workload"));
+    }
+    json["batches"].push_back({{"batch", batch},
+                               {"prefill_seconds", result->prefill_seconds},
+                               {"decode_seconds", result->decode_seconds},
+                               {"decode_tokens", result->decode_tokens},
+                               {"decode_tokens_per_s", result->DecodeTokensPerSecond()},
+                               {"prefill_cpu_seconds", result->prefill_cpu_seconds},
+                               {"decode_cpu_seconds", result->decode_cpu_seconds},
+                               {"decode_tokens_per_cpu_s", result->DecodeTokensPerCpuSecond()},
+                               {"tokens_per_s", result->TokensPerSecond()},
+                               {"num_preemptions", result->num_preemptions},
+                               {"tokens", result->tokens}});
+    std::fprintf(stderr, "  [%s] batch %ld: %.1f decode tokens/s (%.1f per CPU second)\n",
+                 flags.worker_mode.c_str(), static_cast<long>(batch),
+                 result->DecodeTokensPerSecond(), result->DecodeTokensPerCpuSecond());
+  }
+  absl::StatusOr<double> peak = PeakResidentMib();  // before the floor's scratch tensors
+  if (options.numeric_mode == NumericMode::kFast) {
+    for (int64_t batch : flags.batches) {
+      json["matmul_floor_decode_tokens_per_cpu_s"][std::to_string(batch)] =
+          batch / MatmulFloorSeconds(*model, batch);
+    }
+  }
+  if (!peak.ok()) return Fail(peak.status());
+  json["peak_rss_mb"] = *peak;
+  std::ofstream(flags.worker_out) << json.dump() << "\n";
+  return 0;
+}
+
+const nlohmann::json* FindBatch(const nlohmann::json& worker, int64_t batch) {
+  for (const nlohmann::json& entry : worker["batches"]) {
+    if (entry["batch"].get<int64_t>() == batch) return &entry;
+  }
+  return nullptr;
+}
+
+// Fraction of generated tokens equal at the same position (greedy runs of the same weights).
+double TokenAgreement(const nlohmann::json& a, const nlohmann::json& b) {
+  int64_t equal = 0, total = 0;
+  for (size_t s = 0; s < a.size() && s < b.size(); ++s) {
+    for (size_t t = 0; t < a[s].size() && t < b[s].size(); ++t) {
+      equal += a[s][t].get<int64_t>() == b[s][t].get<int64_t>();
+      ++total;
+    }
+  }
+  return total == 0 ? 0.0 : static_cast<double>(equal) / total;
+}
+
+int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self) {
+  if (std::find(flags.batches.begin(), flags.batches.end(), flags.ratio_batch) ==
+      flags.batches.end()) {
+    return Fail(absl::InvalidArgumentError("--ratio-batch must be one of --batches"));
+  }
+  absl::StatusOr<TemporaryDirectory> dir = TemporaryDirectory::Create("bench_generator");
+  if (!dir.ok()) return Fail(dir.status());
+  const std::filesystem::path model_dir = dir->path() / "model";
+  {
+    std::shared_ptr<Transformer> model = CreateRandomModel(config, flags.model_seed);
+    if (absl::Status s = SaveModel(*model, model_dir); !s.ok()) return Fail(s);
+  }
+  const std::string load_at_start = ReadLoadAverage();
+  const int threads = torch::get_num_threads();
+  const double weights_mb = config.NumParameters() * sizeof(float) / kMib;
+  const int64_t kv_blocks = WorkloadBlocks(flags);
+  const double kv_pool_mb =
+      kv_blocks * generator::BlockManager::BytesPerBlock(config, flags.block_size) / kMib;
+  std::string batches_text;
+  for (int64_t batch : flags.batches) absl::StrAppend(&batches_text, batches_text.empty() ? "" : ",", batch);
+  std::printf(
+      "bench_generator: %s %s (%.1fM params), %d threads; per batch size B: B prompts of %ld "
+      "tokens, %ld generated tokens each (greedy, no EOS), all submitted at once; KV pool %ld "
+      "blocks x %ld\n",
+      flags.arch.c_str(), flags.preset.c_str(), config.NumParameters() / 1e6, threads,
+      static_cast<long>(flags.prompt_len), static_cast<long>(flags.max_tokens),
+      static_cast<long>(kv_blocks), static_cast<long>(flags.block_size));
+  std::fflush(stdout);
+
+  const std::vector<std::string> modes = {"fast", "batch_invariant"};
+  std::map<std::string, nlohmann::json> workers;
+  for (const std::string& mode : modes) {
+    const std::filesystem::path out = dir->path() / (mode + ".json");
+    absl::Status s = RunChildProcess(
+        {self, "--worker", mode, "--worker-out", out.string(), "--preset", flags.preset, "--batches", batches_text, "--prompt-len", std::to_string(flags.prompt_len),
+         "--max-tokens", std::to_string(flags.max_tokens), "--block-size",
+         std::to_string(flags.block_size), "--model-seed", std::to_string(flags.model_seed),
+         "--threads", std::to_string(threads)});
+    if (!s.ok()) return Fail(s);
+    absl::StatusOr<nlohmann::json> json = ReadJson(out);
+    if (!json.ok()) return Fail(json.status());
+    workers[mode] = *std::move(json);
+  }
+
+  // The Python reference at the ratio batch, on the prompts the engine got.
+  const std::filesystem::path prompts_path = dir->path() / "prompts.json";
+  {
+    nlohmann::json prompts = nlohmann::json::array();
+    for (int64_t s = 0; s < flags.ratio_batch; ++s) {
+      prompts.push_back(WorkloadPrompt(s, flags.prompt_len, config.vocab_size));
+    }
+    std::ofstream(prompts_path) << prompts.dump() << "\n";
+  }
+  const std::filesystem::path python_out = dir->path() / "python.json";
+  if (absl::Status s = RunChildProcess({flags.python, flags.script, "--model", model_dir.string(),
+                                        "--prompts", prompts_path.string(), "--max-tokens",
+                                        std::to_string(flags.max_tokens), "--threads",
+                                        std::to_string(threads), "--out", python_out.string()});
+      !s.ok()) {
+    return Fail(s);
+  }
+  absl::StatusOr<nlohmann::json> python = ReadJson(python_out);
+  if (!python.ok()) return Fail(python.status());
+
+  // JSON and table: per mode and batch, wall-clock and CPU-time decode throughput.
+  nlohmann::json json = {{"preset", flags.preset},
+                         {"arch", flags.arch},
+                         {"parameters", config.NumParameters()},
+                         {"threads", threads},
+                         {"batches", flags.batches},
+                         {"prompt_len", flags.prompt_len},
+                         {"max_tokens", flags.max_tokens},
+                         {"block_size", flags.block_size},
+                         {"kv_blocks", kv_blocks},
+                         {"weights_mb", weights_mb},
+                         {"kv_pool_mb", kv_pool_mb},
+                         {"load_average_at_start", load_at_start},
+                         {"load_average_at_end", ReadLoadAverage()}};
+  const std::string rb = absl::StrCat("_b", flags.ratio_batch);
+  for (const std::string& mode : modes) {
+    for (int64_t batch : flags.batches) {
+      const nlohmann::json& entry = *FindBatch(workers[mode], batch);
+      const std::string key = absl::StrCat("_b", batch);
+      for (const char* field : {"decode_tokens_per_s", "decode_tokens_per_cpu_s", "tokens_per_s",
+                                "prefill_seconds", "decode_seconds", "prefill_cpu_seconds",
+                                "decode_cpu_seconds", "num_preemptions"}) {
+        json[mode + "_" + field + key] = entry[field];
+      }
+    }
+  }
+  for (const char* field : {"decode_tokens_per_s", "decode_tokens_per_cpu_s", "tokens_per_s",
+                            "prefill_seconds", "decode_seconds", "prefill_cpu_seconds",
+                            "decode_cpu_seconds"}) {
+    json[std::string("python_") + field + rb] = (*python)[field];
+  }
+  for (int64_t batch : flags.batches) {
+    json[absl::StrCat("matmul_floor_decode_tokens_per_cpu_s_b", batch)] =
+        workers["fast"]["matmul_floor_decode_tokens_per_cpu_s"][std::to_string(batch)];
+  }
+  json["python_threads"] = (*python)["threads"];
+  json["python_torch_version"] = (*python)["torch_version"];
+
+  for (const char* unit : {"decode_tokens_per_s", "decode_tokens_per_cpu_s"}) {
+    const bool cpu = std::string(unit) == "decode_tokens_per_cpu_s";
+    std::printf("  %-40s", cpu ? "decode tokens per CPU second" : "decode tokens/s (wall clock)");
+    for (int64_t batch : flags.batches) std::printf(" %10s", absl::StrCat("batch ", batch).c_str());
+    std::printf("\n");
+    std::vector<std::string> rows = {"fast", "batch_invariant", "python"};
+    if (cpu) rows.push_back("matmul_floor");
+    for (const std::string& mode : rows) {
+      std::printf("    %-38s",
+                  mode == "python"
+                      ? absl::StrCat("python reference (torch ",
+                                     (*python)["torch_version"].get<std::string>(), ")").c_str()
+                      : mode == "matmul_floor" ? "matmuls only (LibTorch, no attention)"
+                                               : (mode + " (engine)").c_str());
+      for (int64_t batch : flags.batches) {
+        const std::string key = absl::StrCat(mode, "_", unit, "_b", batch);
+        if (json.contains(key)) {
+          std::printf(" %10.1f", json[key].get<double>());
+        } else {
+          std::printf(" %10s", "-");
+        }
+      }
+      std::printf("\n");
+    }
+  }
+  std::printf("  %-40s", "end-to-end tokens/s, prefill included");
+  for (int64_t batch : flags.batches) {
+    std::printf(" %10.1f", json[absl::StrCat("fast_tokens_per_s_b", batch)].get<double>());
+  }
+  std::printf("  (fast)\n");
+
+  auto rate = [&](const std::string& who, const char* unit) {
+    return json[who + "_" + unit + rb].get<double>();
+  };
+  const double bi_vs_fast =
+      rate("batch_invariant", "decode_tokens_per_s") / rate("fast", "decode_tokens_per_s");
+  const double vs_python = rate("fast", "decode_tokens_per_s") / rate("python", "decode_tokens_per_s");
+  const double vs_python_invariant =
+      rate("batch_invariant", "decode_tokens_per_s") / rate("python", "decode_tokens_per_s");
+  const double bi_vs_fast_cpu =
+      rate("batch_invariant", "decode_tokens_per_cpu_s") / rate("fast", "decode_tokens_per_cpu_s");
+  const double vs_python_cpu =
+      rate("fast", "decode_tokens_per_cpu_s") / rate("python", "decode_tokens_per_cpu_s");
+  const double agreement = TokenAgreement(
+      FindBatch(workers["fast"], flags.ratio_batch)->at("tokens"), (*python)["tokens"]);
+  const double peak_fast = workers["fast"]["peak_rss_mb"].get<double>();
+  const double peak_invariant = workers["batch_invariant"]["peak_rss_mb"].get<double>();
+  const double peak = std::max(peak_fast, peak_invariant);
+  const double peak_limit = kPeakRssFactor * (weights_mb + kv_pool_mb);
+  json["bi_vs_fast" + rb] = bi_vs_fast;
+  json["vs_python" + rb] = vs_python;
+  json["vs_python" + rb + "_batch_invariant"] = vs_python_invariant;
+  json["bi_vs_fast" + rb + "_cpu"] = bi_vs_fast_cpu;
+  json["vs_python" + rb + "_cpu"] = vs_python_cpu;
+  json["python_greedy_token_agreement" + rb] = agreement;
+  json["peak_rss_mb"] = peak;
+  json["peak_rss_mb_fast"] = peak_fast;
+  json["peak_rss_mb_batch_invariant"] = peak_invariant;
+  json["peak_rss_limit_mb"] = peak_limit;
+  json["targets"] = {
+      {"bi_vs_fast" + rb, {{"min", kBiVsFastTarget}, {"met", bi_vs_fast >= kBiVsFastTarget}}},
+      {"vs_python" + rb, {{"min", kVsPythonTarget}, {"met", vs_python >= kVsPythonTarget}}},
+      {"peak_rss_mb", {{"max", peak_limit}, {"met", peak <= peak_limit}}}};
+
+  auto verdict = [](bool met) { return met ? "met" : "MISSED"; };
+  std::printf("  %-40s %10.3f  (target >= %.2f: %s; CPU time: %.3f)\n",
+              ("bi_vs_fast" + rb).c_str(), bi_vs_fast, kBiVsFastTarget,
+              verdict(bi_vs_fast >= kBiVsFastTarget), bi_vs_fast_cpu);
+  std::printf("  %-40s %10.3f  (target >= %.1f: %s; CPU time: %.3f; batch_invariant: %.3f)\n",
+              ("vs_python" + rb + " (fast)").c_str(), vs_python, kVsPythonTarget,
+              verdict(vs_python >= kVsPythonTarget), vs_python_cpu, vs_python_invariant);
+  std::printf("  %-40s %10.3f\n", ("python greedy token agreement" + rb).c_str(), agreement);
+  std::printf("  %-40s %10.1f  (fast %.1f, batch_invariant %.1f)\n", "peak_rss_mb", peak,
+              peak_fast, peak_invariant);
+  std::printf("  %-40s %10.1f  (weights %.1f + kv_pool %.1f; target peak <= %.1f: %s)\n",
+              "weights_mb + kv_pool_mb", weights_mb + kv_pool_mb, weights_mb, kv_pool_mb,
+              peak_limit, verdict(peak <= peak_limit));
+  std::printf("  %-40s %s -> %s\n", "load average (1, 5, 15 min)",
+              json["load_average_at_start"].get<std::string>().c_str(),
+              json["load_average_at_end"].get<std::string>().c_str());
+  if (!flags.json_path.empty()) {
+    std::ofstream(flags.json_path) << json.dump(2) << "\n";
+    std::printf("wrote %s\n", flags.json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lockstep::bench
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  using namespace lockstep::bench;
+  CLI::App app{"bench_generator: generator decode throughput, both modes, vs a Python loop"};
+  Flags flags;
+  app.add_option("--preset", flags.preset)->capture_default_str();
+  app.add_option("--json", flags.json_path, "Write results as JSON here");
+  app.add_option("--batches", flags.batches, "Batch sizes (concurrent requests)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--ratio-batch", flags.ratio_batch, "Batch of the ratios and the Python run")
+      ->capture_default_str();
+  app.add_option("--prompt-len", flags.prompt_len)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-tokens", flags.max_tokens, "Generated tokens per request")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--block-size", flags.block_size)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--model-seed", flags.model_seed)->capture_default_str();
+  app.add_option("--threads", flags.threads, "Intra-op threads (0 = LibTorch default)");
+  app.add_option("--python", flags.python, "Python with torch")->capture_default_str();
+  app.add_option("--script", flags.script, "reference_generate.py")->capture_default_str();
+  app.add_option("--worker", flags.worker_mode, "internal: run one numeric mode")
+      ->check(CLI::IsMember({"fast", "batch_invariant"}));
+  app.add_option("--worker-out", flags.worker_out, "internal: worker JSON output");
+  CLI11_PARSE(app, argc, argv);
+  if (flags.threads > 0) torch::set_num_threads(flags.threads);
+  for (int64_t batch : flags.batches) {
+    if (batch <= 0) return Fail(absl::InvalidArgumentError("--batches must all be > 0"));
+  }
+
+  // Qwen3 only: the Python reference implements Qwen3.
+  absl::StatusOr<ModelConfig> config = PresetConfig(Architecture::kQwen3, flags.preset);
+  if (!config.ok()) return Fail(config.status());
+  if (!flags.worker_mode.empty()) return RunWorker(flags, *config);
+  return RunBenchmark(flags, *config, "/proc/self/exe");
+}
