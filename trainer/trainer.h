@@ -94,7 +94,8 @@ class GradientReducer {
  public:
   virtual ~GradientReducer() = default;
   // Sums `grads` (in place) across ranks; called once per optimizer step after all
-  // micro-batches. The tensors are the parameters' gradients in Parameters() order.
+  // micro-batches. The tensors are the gradients of every parameter, in the model's
+  // parameters() (registration) order, the same on every rank; none is undefined.
   virtual absl::Status AllReduceSum(std::vector<torch::Tensor>& grads) = 0;
   // Sum of a scalar across ranks (global loss-token count for normalisation).
   virtual absl::StatusOr<double> AllReduceScalar(double value) = 0;
@@ -153,7 +154,8 @@ class Trainer {
   Trainer(std::shared_ptr<Transformer> model, TrainerOptions options, GradientReducer* reducer);
 
   struct Sequence;  // one packed sequence of a step: tokens and its completion rows
-  absl::Status ValidateSequence(size_t index, const std::vector<int64_t>& prompt,
+  // InvalidArgument "<what> <index>: <problem>" for a sequence the model cannot score.
+  absl::Status ValidateSequence(const char* what, size_t index, const std::vector<int64_t>& prompt,
                                 const std::vector<int64_t>& completion) const;
   // Applies the summed gradients: all-reduce, clip, AdamW; advances step and version.
   absl::Status ApplyGradients(StepMetrics& metrics);

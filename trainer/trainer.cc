@@ -1,0 +1,579 @@
+#include "trainer/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "model/checkpoint.h"
+#include "trainer/checkpoint_manager.h"
+#include "trainer/losses.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/micro_batches.h"
+#include "trainer/optimizer.h"
+#include "trainer/token_logprobs.h"
+
+namespace lockstep::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kReferencePrefix[] = "reference.";
+
+std::vector<std::pair<std::string, torch::Tensor>> NamedParameters(const Transformer& model) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& item : model.named_parameters()) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+std::string ToHex(const torch::Tensor& bytes) {
+  static const char* digits = "0123456789abcdef";
+  torch::Tensor b = bytes.contiguous();
+  const uint8_t* p = b.data_ptr<uint8_t>();
+  std::string out;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    out.push_back(digits[p[i] >> 4]);
+    out.push_back(digits[p[i] & 15]);
+  }
+  return out;
+}
+
+absl::StatusOr<torch::Tensor> FromHex(const std::string& hex) {
+  if (hex.size() % 2 != 0) return absl::DataLossError("rng_state: odd hex length");
+  torch::Tensor out = torch::empty({static_cast<int64_t>(hex.size() / 2)}, torch::kUInt8);
+  uint8_t* p = out.data_ptr<uint8_t>();
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return absl::DataLossError("rng_state: not lower-case hex");
+    p[i / 2] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return out;
+}
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+// Running sums for the metrics of one step (this rank).
+struct StepSums {
+  double loss = 0, entropy = 0, ratio = 0, clipped = 0, kl = 0;
+  double ratio_min = INFINITY, ratio_max = -INFINITY;
+  int64_t tokens = 0;
+  // parity
+  double diff_sum = 0, k3_sum = 0;
+  int64_t finite_pairs = 0;
+};
+
+}  // namespace
+
+Trainer::Trainer(std::shared_ptr<Transformer> model, TrainerOptions options,
+                 GradientReducer* reducer)
+    : model_(std::move(model)),
+      options_(std::move(options)),
+      reducer_(reducer),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(options_.seed)) {}
+
+Trainer::~Trainer() = default;
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(std::shared_ptr<Transformer> model,
+                                                         TrainerOptions options,
+                                                         GradientReducer* reducer) {
+  if (model == nullptr) return absl::InvalidArgumentError("trainer: model is null");
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  if (model->options().numeric_mode != options.mode) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trainer options: mode is ", NumericModeName(options.mode), " but the model runs in ",
+        NumericModeName(model->options().numeric_mode)));
+  }
+  for (const auto& item : model->named_parameters()) {
+    if (item.value().scalar_type() != torch::kFloat32) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("trainer: parameter '", item.key(), "' is not float32 (master weights)"));
+    }
+  }
+  if (options.max_sequence_length == 0 ||
+      options.max_sequence_length > model->config().max_position_embeddings) {
+    options.max_sequence_length = model->config().max_position_embeddings;
+  }
+  std::unique_ptr<Trainer> trainer(new Trainer(model, std::move(options), reducer));
+  AdamWOptions adam;
+  adam.beta1 = trainer->options_.beta1;
+  adam.beta2 = trainer->options_.beta2;
+  adam.eps = trainer->options_.eps;
+  adam.weight_decay = trainer->options_.weight_decay;
+  trainer->optimizer_ = std::make_unique<AdamW>(NamedParameters(*model), adam);
+  if (trainer->options_.kl_coef > 0) {
+    trainer->reference_ = std::make_shared<Transformer>(model->config(), model->options());
+    TensorMap frozen;
+    for (const auto& [name, tensor] : StateDict(*model)) frozen[name] = tensor.detach().clone();
+    if (absl::Status s = LoadStateDict(*trainer->reference_, frozen, "KL reference"); !s.ok()) {
+      return s;
+    }
+    for (auto& p : trainer->reference_->parameters()) p.set_requires_grad(false);
+  }
+  return trainer;
+}
+
+absl::Status Trainer::ValidateSequence(const char* what, size_t index,
+                                       const std::vector<int64_t>& prompt,
+                                       const std::vector<int64_t>& completion) const {
+  auto fail = [what, index](const std::string& problem) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", index, ": ", problem));
+  };
+  if (prompt.empty()) return fail("empty prompt (the first completion token needs a prefix)");
+  if (completion.empty()) return fail("empty completion");
+  const int64_t length = static_cast<int64_t>(prompt.size() + completion.size());
+  if (length > options_.max_sequence_length) {
+    return fail(absl::StrCat("sequence of ", length, " tokens is over the maximum length ",
+                             options_.max_sequence_length));
+  }
+  const int64_t vocab = model_->config().vocab_size;
+  for (size_t j = 0; j < prompt.size(); ++j) {
+    if (prompt[j] < 0 || prompt[j] >= vocab) {
+      return fail(absl::StrCat("prompt token ", j, " has id ", prompt[j],
+                               " outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  for (size_t j = 0; j < completion.size(); ++j) {
+    if (completion[j] < 0 || completion[j] >= vocab) {
+      return fail(absl::StrCat("completion token ", j, " has id ", completion[j],
+                               " outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch) {
+  const Clock::time_point start = Clock::now();
+  if (batch.empty()) return absl::InvalidArgumentError("TrainStep: empty batch");
+  // Validate everything before touching any state.
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Rollout& r = batch[i];
+    absl::Status valid = ValidateSequence("rollout", i, r.prompt_tokens, r.completion_tokens);
+    if (!valid.ok()) return valid;
+    const size_t n = r.completion_tokens.size();
+    auto fail = [i](const std::string& what) {
+      return absl::InvalidArgumentError(absl::StrCat("rollout ", i, ": ", what));
+    };
+    if (r.behaviour_logprobs.size() != n) {
+      return fail(absl::StrCat(r.behaviour_logprobs.size(), " behaviour log-probs for ", n,
+                               " completion tokens"));
+    }
+    if (r.weight_versions.size() != n) {
+      return fail(
+          absl::StrCat(r.weight_versions.size(), " weight versions for ", n, " completion tokens"));
+    }
+    if (!r.loss_mask.empty() && r.loss_mask.size() != n) {
+      return fail(absl::StrCat(r.loss_mask.size(), " loss-mask entries for ", n,
+                               " completion tokens"));
+    }
+    if (!std::isfinite(r.advantage)) {
+      return fail(absl::StrCat("advantage is not finite (", r.advantage, ")"));
+    }
+    for (size_t j = 0; j < n; ++j) {
+      if (r.weight_versions[j] > weight_version_ || r.weight_versions[j] < 0) {
+        return fail(absl::StrCat("token ", j, " has weight version ", r.weight_versions[j],
+                                 ", unknown to the trainer (at version ", weight_version_, ")"));
+      }
+    }
+  }
+
+  // Loss tokens: loss mask 1 and a finite behaviour log-prob.
+  std::vector<std::vector<uint8_t>> masks(batch.size());
+  int64_t local_tokens = 0, local_sequences = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Rollout& r = batch[i];
+    masks[i].resize(r.completion_tokens.size());
+    int64_t count = 0;
+    for (size_t j = 0; j < masks[i].size(); ++j) {
+      const bool in_loss = (r.loss_mask.empty() || r.loss_mask[j] != 0) &&
+                           std::isfinite(r.behaviour_logprobs[j]);
+      masks[i][j] = in_loss ? 1 : 0;
+      count += in_loss;
+    }
+    local_tokens += count;
+    local_sequences += count > 0;
+  }
+  double global_tokens = static_cast<double>(local_tokens);
+  double global_sequences = static_cast<double>(local_sequences);
+  if (reducer_ != nullptr) {
+    absl::StatusOr<double> t = reducer_->AllReduceScalar(global_tokens);
+    if (!t.ok()) return t.status();
+    absl::StatusOr<double> s = reducer_->AllReduceScalar(global_sequences);
+    if (!s.ok()) return s.status();
+    global_tokens = *t;
+    global_sequences = *s;
+  }
+  if (global_tokens <= 0) {
+    return absl::InvalidArgumentError(
+        "TrainStep: no loss tokens in the batch (every token masked or non-finite)");
+  }
+
+  std::vector<int64_t> lengths;
+  for (const Rollout& r : batch) {
+    lengths.push_back(static_cast<int64_t>(r.prompt_tokens.size() + r.completion_tokens.size()));
+  }
+  const std::vector<std::vector<int64_t>> micro_batches =
+      PackMicroBatches(lengths, options_.micro_batch_tokens);
+  const PolicyLossOptions loss_options = PolicyLossOptions::From(options_);
+
+  StepMetrics metrics;
+  StepSums sums;
+  ParityStats& parity = metrics.parity;
+  for (auto& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
+
+  for (const std::vector<int64_t>& micro : micro_batches) {
+    std::vector<ScoredSequence> sequences;
+    std::vector<float> behaviour, advantages;
+    std::vector<uint8_t> mask;
+    for (int64_t i : micro) {
+      const Rollout& r = batch[i];
+      ScoredSequence seq;
+      seq.tokens = r.prompt_tokens;
+      seq.tokens.insert(seq.tokens.end(), r.completion_tokens.begin(), r.completion_tokens.end());
+      seq.num_completion = static_cast<int64_t>(r.completion_tokens.size());
+      sequences.push_back(std::move(seq));
+      behaviour.insert(behaviour.end(), r.behaviour_logprobs.begin(), r.behaviour_logprobs.end());
+      advantages.insert(advantages.end(), r.completion_tokens.size(),
+                        static_cast<float>(r.advantage));
+      mask.insert(mask.end(), masks[i].begin(), masks[i].end());
+    }
+    absl::StatusOr<TokenLogprobs> forward =
+        ComputeTokenLogprobs(*model_, sequences, options_.temperature, /*with_entropy=*/true);
+    if (!forward.ok()) return forward.status();
+    PolicyLossInput input;
+    input.logprobs = forward->logprobs;
+    input.behaviour_logprobs = torch::tensor(behaviour, torch::kFloat32);
+    input.advantages = torch::tensor(advantages, torch::kFloat32);
+    input.mask = torch::tensor(std::vector<int64_t>(mask.begin(), mask.end()), torch::kInt64)
+                     .to(torch::kBool);
+    input.cu_seqlens = forward->cu_seqlens;
+    input.weights = AggregationWeights(options_.aggregation, input.mask, input.cu_seqlens,
+                                       global_tokens, global_sequences,
+                                       options_.constant_normalizer);
+    if (reference_ != nullptr) {
+      torch::NoGradGuard no_grad;
+      absl::StatusOr<TokenLogprobs> ref =
+          ComputeTokenLogprobs(*reference_, sequences, options_.temperature, false);
+      if (!ref.ok()) return ref.status();
+      input.reference_logprobs = ref->logprobs;
+    }
+    PolicyLossResult result;
+    try {
+      result = PolicyLoss(input, loss_options);
+      result.loss.backward();
+    } catch (const c10::Error& e) {
+      return absl::InternalError(
+          absl::StrCat("TrainStep: backward failed: ", e.what_without_backtrace()));
+    }
+    ++metrics.micro_batches;
+
+    // Metrics over loss tokens, and parity over policy-age-0 tokens, from this same forward.
+    torch::Tensor logprobs = forward->logprobs.detach().contiguous();
+    const float* trainer_lp = logprobs.data_ptr<float>();
+    const float* entropy = forward->entropy.data_ptr<float>();
+    torch::Tensor ratio = result.ratio.contiguous(), kl = result.kl.contiguous();
+    torch::Tensor clipped = result.clipped.contiguous();
+    const float* ratio_p = ratio.data_ptr<float>();
+    const float* kl_p = kl.data_ptr<float>();
+    const bool* clipped_p = clipped.data_ptr<bool>();
+    sums.loss += result.loss.item<double>();
+    int64_t k = 0;
+    for (int64_t i : micro) {
+      const Rollout& r = batch[i];
+      for (size_t j = 0; j < r.completion_tokens.size(); ++j, ++k) {
+        if (masks[i][j]) {
+          ++sums.tokens;
+          sums.entropy += entropy[k];
+          sums.ratio += ratio_p[k];
+          sums.ratio_min = std::min<double>(sums.ratio_min, ratio_p[k]);
+          sums.ratio_max = std::max<double>(sums.ratio_max, ratio_p[k]);
+          sums.clipped += clipped_p[k];
+          sums.kl += kl_p[k];
+        }
+        const bool age_zero = r.weight_versions[j] == weight_version_;
+        const bool in_mask = r.loss_mask.empty() || r.loss_mask[j] != 0;
+        if (!age_zero || !in_mask) continue;
+        const float t = trainer_lp[k], g = r.behaviour_logprobs[j];
+        ++parity.tokens_compared;
+        if (!SameBits(t, g)) {
+          ++parity.tokens_mismatched;
+          if (!parity.has_mismatch) {
+            parity.has_mismatch = true;
+            parity.mismatch_rollout = i;
+            parity.mismatch_position = static_cast<int64_t>(j);
+            parity.mismatch_trainer_logprob = t;
+            parity.mismatch_generator_logprob = g;
+          }
+        }
+        if (std::isfinite(t) && std::isfinite(g)) {
+          // delta = trainer - generator;  k3 = exp(d) - 1 - d with d = generator - trainer
+          const double delta = static_cast<double>(t) - static_cast<double>(g);
+          parity.max_abs_diff = std::max(parity.max_abs_diff, std::abs(delta));
+          sums.diff_sum += delta;
+          sums.k3_sum += std::expm1(-delta) + delta;
+          ++sums.finite_pairs;
+        }
+      }
+    }
+  }
+  if (sums.finite_pairs > 0) {
+    parity.mean_diff = sums.diff_sum / static_cast<double>(sums.finite_pairs);
+    parity.k3 = sums.k3_sum / static_cast<double>(sums.finite_pairs);
+  }
+  if (sums.tokens > 0) {
+    const double n = static_cast<double>(sums.tokens);
+    metrics.entropy = sums.entropy / n;
+    metrics.ratio_mean = sums.ratio / n;
+    metrics.ratio_min = sums.ratio_min;
+    metrics.ratio_max = sums.ratio_max;
+    metrics.clipped_fraction = sums.clipped / n;
+    metrics.kl = sums.kl / n;
+  }
+  metrics.tokens = sums.tokens;
+  metrics.sequences = static_cast<int64_t>(batch.size());
+  metrics.loss = sums.loss;
+  if (absl::Status s = ApplyGradients(metrics); !s.ok()) return s;
+  metrics.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return metrics;
+}
+
+absl::StatusOr<StepMetrics> Trainer::SftStep(const std::vector<SftExample>& batch) {
+  const Clock::time_point start = Clock::now();
+  if (batch.empty()) return absl::InvalidArgumentError("SftStep: empty batch");
+  for (size_t i = 0; i < batch.size(); ++i) {
+    absl::Status s =
+        ValidateSequence("SFT example", i, batch[i].prompt_tokens, batch[i].completion_tokens);
+    if (!s.ok()) return s;
+  }
+  int64_t local_tokens = 0;
+  std::vector<int64_t> lengths;
+  for (const SftExample& e : batch) {
+    local_tokens += static_cast<int64_t>(e.completion_tokens.size());
+    lengths.push_back(static_cast<int64_t>(e.prompt_tokens.size() + e.completion_tokens.size()));
+  }
+  double global_tokens = static_cast<double>(local_tokens);
+  if (reducer_ != nullptr) {
+    absl::StatusOr<double> t = reducer_->AllReduceScalar(global_tokens);
+    if (!t.ok()) return t.status();
+    global_tokens = *t;
+    // Same collective sequence as TrainStep (second scalar: sequences), kept for symmetry.
+    absl::StatusOr<double> s = reducer_->AllReduceScalar(static_cast<double>(batch.size()));
+    if (!s.ok()) return s.status();
+  }
+  StepMetrics metrics;
+  double loss_sum = 0, entropy_sum = 0;
+  for (auto& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
+  for (const std::vector<int64_t>& micro : PackMicroBatches(lengths, options_.micro_batch_tokens)) {
+    std::vector<ScoredSequence> sequences;
+    for (int64_t i : micro) {
+      ScoredSequence seq;
+      seq.tokens = batch[i].prompt_tokens;
+      seq.tokens.insert(seq.tokens.end(), batch[i].completion_tokens.begin(),
+                        batch[i].completion_tokens.end());
+      seq.num_completion = static_cast<int64_t>(batch[i].completion_tokens.size());
+      sequences.push_back(std::move(seq));
+    }
+    absl::StatusOr<TokenLogprobs> forward =
+        ComputeTokenLogprobs(*model_, sequences, options_.temperature, /*with_entropy=*/true);
+    if (!forward.ok()) return forward.status();
+    try {
+      // loss = -(1 / N) sum_t logp_t over all completion tokens of the step
+      torch::Tensor weights = torch::full_like(forward->logprobs.detach(), 1.0 / global_tokens);
+      torch::Tensor loss = SftLoss(forward->logprobs, weights);
+      loss.backward();
+      loss_sum += loss.item<double>();
+    } catch (const c10::Error& e) {
+      return absl::InternalError(
+          absl::StrCat("SftStep: backward failed: ", e.what_without_backtrace()));
+    }
+    entropy_sum += forward->entropy.sum().item<double>();
+    ++metrics.micro_batches;
+  }
+  metrics.loss = loss_sum;
+  metrics.tokens = local_tokens;
+  metrics.sequences = static_cast<int64_t>(batch.size());
+  metrics.entropy = entropy_sum / static_cast<double>(local_tokens);
+  if (absl::Status s = ApplyGradients(metrics); !s.ok()) return s;
+  metrics.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return metrics;
+}
+
+absl::Status Trainer::ApplyGradients(StepMetrics& metrics) {
+  std::vector<torch::Tensor> parameters = model_->parameters();
+  try {
+    std::vector<torch::Tensor> grads;
+    for (auto& p : parameters) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grads.push_back(p.grad());
+    }
+    if (reducer_ != nullptr) {
+      if (absl::Status s = reducer_->AllReduceSum(grads); !s.ok()) return s;
+      absl::StatusOr<double> loss = reducer_->AllReduceScalar(metrics.loss);
+      if (!loss.ok()) return loss.status();
+      metrics.loss = *loss;
+    }
+    metrics.grad_norm = ClipGradNorm(parameters, options_.grad_clip);
+    metrics.lr = LearningRateAt(options_, step_);
+    optimizer_->Step(metrics.lr);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("trainer: optimizer step failed: ", e.what_without_backtrace()));
+  }
+  for (auto& p : parameters) p.mutable_grad() = torch::Tensor();
+  ++step_;
+  ++weight_version_;
+  metrics.step = step_;
+  metrics.weight_version = weight_version_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> Trainer::ComputeLogprobs(
+    const std::vector<SftExample>& sequences, double temperature) {
+  if (!(temperature > 0) || !std::isfinite(temperature)) {
+    return absl::InvalidArgumentError("ComputeLogprobs: temperature must be finite and > 0");
+  }
+  std::vector<int64_t> lengths;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    absl::Status s =
+        ValidateSequence("sequence", i, sequences[i].prompt_tokens, sequences[i].completion_tokens);
+    if (!s.ok()) return s;
+    lengths.push_back(static_cast<int64_t>(sequences[i].prompt_tokens.size() +
+                                           sequences[i].completion_tokens.size()));
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<std::vector<float>> out(sequences.size());
+  for (const std::vector<int64_t>& micro : PackMicroBatches(lengths, options_.micro_batch_tokens)) {
+    std::vector<ScoredSequence> scored;
+    for (int64_t i : micro) {
+      ScoredSequence seq;
+      seq.tokens = sequences[i].prompt_tokens;
+      seq.tokens.insert(seq.tokens.end(), sequences[i].completion_tokens.begin(),
+                        sequences[i].completion_tokens.end());
+      seq.num_completion = static_cast<int64_t>(sequences[i].completion_tokens.size());
+      scored.push_back(std::move(seq));
+    }
+    absl::StatusOr<TokenLogprobs> forward =
+        ComputeTokenLogprobs(*model_, scored, temperature, /*with_entropy=*/false);
+    if (!forward.ok()) return forward.status();
+    torch::Tensor lp = forward->logprobs.contiguous();
+    const float* p = lp.data_ptr<float>();
+    for (size_t m = 0; m < micro.size(); ++m) {
+      out[micro[m]].assign(p + forward->cu_seqlens[m], p + forward->cu_seqlens[m + 1]);
+    }
+  }
+  return out;
+}
+
+TensorMap Trainer::Parameters() const { return StateDict(*model_); }
+
+TensorMap Trainer::OptimizerState() const { return optimizer_->StateDict(); }
+
+absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string& data_cursor) {
+  if (options_.checkpoint_dir.empty()) {
+    return absl::FailedPreconditionError("SaveCheckpoint: trainer options have no checkpoint_dir");
+  }
+  nlohmann::json state;
+  state["step"] = step_;
+  state["weight_version"] = weight_version_;
+  state["data_cursor"] = data_cursor;
+  state["rng_state"] = ToHex(generator_.get_state());
+  state["options"] = nlohmann::json::parse(TrainerOptionsToJson(options_));
+  CheckpointPayload payload;
+  payload.optimizer = optimizer_->StateDict();
+  payload.trainer_state = state.dump(2);
+  if (reference_ != nullptr) {
+    for (const auto& [name, tensor] : StateDict(*reference_)) {
+      payload.extra[kReferencePrefix + name] = tensor;
+    }
+  }
+  CheckpointManager manager(options_.checkpoint_dir, options_.keep_last, options_.tokenizer_dir);
+  absl::StatusOr<std::filesystem::path> dir = manager.Save(step_, *model_, payload);
+  if (!dir.ok()) return dir.status();
+  data_cursor_ = data_cursor;
+  return dir->string();
+}
+
+absl::Status Trainer::LoadCheckpoint(const std::string& path) {
+  absl::StatusOr<LoadedCheckpoint> loaded = CheckpointManager::Load(path);
+  if (!loaded.ok()) return loaded.status();
+  const std::string source = loaded->dir.string();
+  // Parse and check everything before changing anything.
+  nlohmann::json state =
+      nlohmann::json::parse(loaded->payload.trainer_state, nullptr, /*allow_exceptions=*/false);
+  int64_t step = 0, version = 0;
+  std::string cursor;
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options_.seed);
+  try {
+    step = state.at("step").get<int64_t>();
+    version = state.at("weight_version").get<int64_t>();
+    cursor = state.at("data_cursor").get<std::string>();
+    absl::StatusOr<torch::Tensor> bytes = FromHex(state.at("rng_state").get<std::string>());
+    if (!bytes.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(source, "/", kTrainerStateFileName, ": ", bytes.status().message()));
+    }
+    generator.set_state(*bytes);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(
+        absl::StrCat(source, "/", kTrainerStateFileName, ": malformed: ", e.what()));
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat(source, "/", kTrainerStateFileName,
+                                            ": rng_state rejected: ", e.what_without_backtrace()));
+  }
+  const bool tied = model_->config().tie_word_embeddings;
+  const auto model_parameters = model_->named_parameters();
+  for (const auto& [name, tensor] : loaded->model) {
+    if (!model_parameters.contains(name) && !(tied && name == "lm_head.weight")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, "/model.safetensors: tensor '", name, "' is not a parameter of the model"));
+    }
+  }
+  for (const auto& [name, param] : NamedParameters(*model_)) {
+    auto it = loaded->model.find(name);
+    if (it == loaded->model.end() || !it->second.sizes().equals(param.sizes())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, "/model.safetensors: tensor '", name, "' is missing or has the wrong shape"));
+    }
+  }
+  TensorMap reference;
+  if (reference_ != nullptr) {
+    for (const auto& [name, tensor] : loaded->payload.extra) {
+      if (name.rfind(kReferencePrefix, 0) == 0) {
+        reference[name.substr(std::strlen(kReferencePrefix))] = tensor;
+      }
+    }
+    for (const auto& [name, param] : NamedParameters(*reference_)) {
+      auto it = reference.find(name);
+      if (it == reference.end() || !it->second.sizes().equals(param.sizes())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, "/", kExtraTensorsFileName, ": KL reference tensor '", name,
+            "' is missing or has the wrong shape (kl_coef > 0 needs the reference weights)"));
+      }
+    }
+  }
+  // The optimizer checks its whole state before changing anything.
+  if (absl::Status s = optimizer_->LoadStateDict(loaded->payload.optimizer); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, "/", kOptimizerFileName, ": ",
+                                                   s.message()));
+  }
+  if (absl::Status s = LoadStateDict(*model_, loaded->model, source); !s.ok()) return s;
+  if (reference_ != nullptr) {
+    if (absl::Status s = LoadStateDict(*reference_, reference, source); !s.ok()) return s;
+  }
+  generator_ = std::move(generator);
+  step_ = step;
+  weight_version_ = version;
+  data_cursor_ = cursor;
+  resumed_from_ = source;
+  return absl::OkStatus();
+}
+
+}  // namespace lockstep::trainer
