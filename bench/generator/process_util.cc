@@ -41,17 +41,18 @@ absl::Status RunChildProcess(const std::vector<std::string>& argv) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> PeakResidentMib() {
+absl::StatusOr<double> ProcStatusMib(const std::string& field) {
   std::ifstream status("/proc/self/status");
+  const std::string prefix = field + ":";
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      std::istringstream fields(line.substr(6));
+    if (line.rfind(prefix, 0) == 0) {
+      std::istringstream fields(line.substr(prefix.size()));
       double kib = 0;
       if (fields >> kib) return kib / 1024.0;
     }
   }
-  return absl::InternalError("/proc/self/status: no readable VmHWM field");
+  return absl::InternalError(absl::StrCat("/proc/self/status: no readable ", field, " field"));
 }
 
 absl::StatusOr<TemporaryDirectory> TemporaryDirectory::Create(const std::string& prefix) {

@@ -1,7 +1,7 @@
 // Process helpers for bench_generator: running a child program to completion, reading this
 // process's peak resident memory, and a temporary directory removed on scope exit.
 //
-// Thread safety: RunChildProcess and PeakResidentMib may be called from any thread; a
+// Thread safety: RunChildProcess and ProcStatusMib may be called from any thread; a
 // TemporaryDirectory belongs to its creator.
 #ifndef LOCKSTEP_BENCH_GENERATOR_PROCESS_UTIL_H_
 #define LOCKSTEP_BENCH_GENERATOR_PROCESS_UTIL_H_
@@ -19,9 +19,9 @@ namespace lockstep::bench {
 // non-zero or dies from a signal.
 absl::Status RunChildProcess(const std::vector<std::string>& argv);
 
-// Peak resident set size of this process in MiB (VmHWM of /proc/self/status). Internal error
-// if the file or the field cannot be read.
-absl::StatusOr<double> PeakResidentMib();
+// A memory field of /proc/self/status in MiB: "VmHWM" (peak resident set size), "VmRSS"
+// (resident now), "RssFile", ... Internal error, naming the field, if it cannot be read.
+absl::StatusOr<double> ProcStatusMib(const std::string& field);
 
 // A fresh directory under the system temporary directory, removed with its contents when the
 // object is destroyed.
