@@ -384,7 +384,7 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
     r.Double("weight", &config->rewards.weight);
     if (const toml::node* servers = r.Node("servers")) {
       const toml::array* array = servers->as_array();
-      if (array == nullptr || !array->is_array_of_tables()) {
+      if (array == nullptr || (!array->empty() && !array->is_array_of_tables())) {
         context->errors.push_back(absl::StrCat(
             context->Where("rewards.servers", servers),
             ": [rewards] servers: expected an array of tables ([[rewards.servers]]), got ",

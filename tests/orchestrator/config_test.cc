@@ -7,8 +7,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
+
+#ifndef LOCKSTEP_SOURCE_DIR
+#error "LOCKSTEP_SOURCE_DIR must name the source tree"
+#endif
 
 namespace lockstep::orchestrator {
 namespace {
@@ -283,6 +288,22 @@ TEST(ConfigTest, TrainerOptionsCarryTheTrainerKeys) {
   EXPECT_EQ(options["total_steps"].get<int64_t>(), 12);
   EXPECT_EQ(options["checkpoint_dir"], "runs/x/checkpoints");
   EXPECT_EQ(options["mode"], "batch_invariant");
+}
+
+// Every shipped recipe loads, and its resolved form loads back to the same config.
+TEST(ConfigTest, EveryRecipeInConfigsLoads) {
+  int recipes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(LOCKSTEP_SOURCE_DIR "/configs")) {
+    if (entry.path().extension() != ".toml") continue;
+    ++recipes;
+    absl::StatusOr<JobConfig> config = LoadJobConfig(entry.path().string());
+    ASSERT_TRUE(config.ok()) << config.status();
+    absl::StatusOr<JobConfig> again = ParseJobConfig(ResolvedConfigToml(*config), "resolved");
+    ASSERT_TRUE(again.ok()) << entry.path() << ": " << again.status();
+    again->source = config->source;
+    EXPECT_EQ(ResolvedConfigToml(*again), ResolvedConfigToml(*config)) << entry.path();
+  }
+  EXPECT_GT(recipes, 0);
 }
 
 }  // namespace
