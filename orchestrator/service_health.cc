@@ -44,8 +44,10 @@ const char* StatusName(int status) {
 }  // namespace
 
 absl::Status CheckServing(const std::string& address, absl::Duration timeout) {
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);  // a loopback child, never via a proxy
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
