@@ -80,8 +80,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeRetryFriendlyChannel(
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
   args.SetMaxSendMessageSize(256 << 20);
+  // Reconnect attempts every 100 ms growing to 1 s. GRPC_ARG_MIN_RECONNECT_BACKOFF_MS is left
+  // alone: gRPC uses it as the connect timeout (20 s), and a small one makes a slow handshake on
+  // a busy machine fail over and over.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // Each client gets its own connection, so that two clients of one server (e.g. in a test or
   // a benchmark) do not share a subchannel and its backoff.

@@ -208,9 +208,9 @@ TEST(RewardClientTest, GivesUpAfterMaxAttemptsAndFailsEveryItemWithTheReason) {
 }
 
 TEST(RewardClientTest, ServerSlowerThanTheDeadlineFailsAfterRetries) {
-  FaultServer server({.delay = milliseconds(400)});
+  FaultServer server({.delay = milliseconds(1000)});
   ClientOptions options = FastOptions(server.port());
-  options.deadline = milliseconds(60);
+  options.deadline = milliseconds(250);
   options.max_attempts = 2;
   std::unique_ptr<RewardClient> client = MakeClient(options);
   const Clock::time_point start = Clock::now();
@@ -247,7 +247,7 @@ TEST(RewardClientTest, NonFiniteRewardsAndItemErrorsFailOnlyTheirItems) {
   const ClientMetrics metrics = client->metrics();
   EXPECT_EQ(metrics.items_scored, 2);
   EXPECT_EQ(metrics.items_failed, 4);
-  EXPECT_EQ(metrics.retries, 0);
+  EXPECT_EQ(server.service().num_calls(), 1);  // bad items are not a reason to call again
   ExpectBalanced(metrics);
 }
 
@@ -280,7 +280,7 @@ TEST(RewardClientTest, WrongTokenIsRefusedWithoutRetry) {
 }
 
 TEST(RewardClientTest, ConcurrencyLimitIsRespectedAndScoreAsyncNeverBlocks) {
-  FaultServer server({.delay = milliseconds(40)});
+  FaultServer server({.delay = milliseconds(100)});
   ClientOptions options = FastOptions(server.port());
   options.max_concurrency = 3;
   options.max_batch_items = 2;
@@ -288,7 +288,8 @@ TEST(RewardClientTest, ConcurrencyLimitIsRespectedAndScoreAsyncNeverBlocks) {
   OutcomeSink sink;
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < 8; ++i) client->ScoreAsync(Items(3, "1"), sink.Callback());  // 16 calls
-  EXPECT_LT(Clock::now() - start, milliseconds(200));  // 16 calls x 40 ms would be 640 ms
+  // Waiting for the calls would take >= 16 / 3 x 100 ms; queueing them takes microseconds.
+  EXPECT_LT(Clock::now() - start, milliseconds(250));
   ASSERT_TRUE(sink.WaitForCallbacks());
   EXPECT_EQ(sink.outcomes().size(), 24u);
   for (const ItemOutcome& outcome : sink.outcomes()) EXPECT_TRUE(outcome.ok) << outcome.error;
@@ -333,7 +334,7 @@ TEST(RewardClientTest, ServerKilledMidRunFailsOnlyWhatItCouldNotScore) {
   options.initial_backoff = milliseconds(20);
   std::unique_ptr<RewardClient> client = MakeClient(options);
   OutcomeSink sink;
-  constexpr int kNumCalls = 40;
+  constexpr int kNumCalls = 60;
   for (int i = 0; i < kNumCalls; ++i) client->ScoreAsync(Items(2, "1"), sink.Callback());
   ASSERT_TRUE(sink.WaitForCallbacks(8));
   server->KillAndWait(SIGKILL);
