@@ -1,5 +1,6 @@
 #include "rewards/local_reward_scorer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
