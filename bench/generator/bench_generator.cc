@@ -68,8 +68,8 @@ std::string ReadLoadAverage() {
 
 int64_t WorkloadBlocks(const Flags& flags) {
   const int64_t max_batch = *std::max_element(flags.batches.begin(), flags.batches.end());
-  const int64_t per_sequence = (flags.prompt_len + flags.max_tokens + flags.block_size - 1) /
-                               flags.block_size;
+  const int64_t per_sequence =
+      (flags.prompt_len + flags.max_tokens + flags.block_size - 1) / flags.block_size;
   return max_batch * per_sequence;
 }
 
@@ -84,7 +84,8 @@ double MatmulFloorSeconds(const Transformer& model, int64_t batch) {
   }
   weights.push_back(model.lm_head_weight());
   std::vector<torch::Tensor> inputs;
-  for (const torch::Tensor& weight : weights) inputs.push_back(torch::randn({batch, weight.size(1)}));
+  for (const torch::Tensor& weight : weights)
+    inputs.push_back(torch::randn({batch, weight.size(1)}));
   double best = 1e30;
   for (int run = 0; run < 6; ++run) {
     const double start = ProcessCpuSeconds();
@@ -116,17 +117,16 @@ int RunWorker(const Flags& flags, const ModelConfig& config) {
   if (!engine.ok()) return Fail(engine.status());
 
   // Warm-up (not reported): first forwards, batch-invariant weight packing, allocator growth.
-  absl::StatusOr<WorkloadResult> warm_up =
-      RunDecodeWorkload(**engine, std::min<int64_t>(max_batch, 8), flags.prompt_len, 4,
-                        config.vocab_size);
+  absl::StatusOr<WorkloadResult> warm_up = RunDecodeWorkload(
+      **engine, std::min<int64_t>(max_batch, 8), flags.prompt_len, 4, config.vocab_size);
   if (!warm_up.ok()) return Fail(warm_up.status());
 
   nlohmann::json json = {{"mode", flags.worker_mode},
                          {"threads", torch::get_num_threads()},
                          {"kv_blocks", (*engine)->block_manager().num_blocks()}};
   for (int64_t batch : flags.batches) {
-    absl::StatusOr<WorkloadResult> result = RunDecodeWorkload(
-        **engine, batch, flags.prompt_len, flags.max_tokens, config.vocab_size);
+    absl::StatusOr<WorkloadResult> result =
+        RunDecodeWorkload(**engine, batch, flags.prompt_len, flags.max_tokens, config.vocab_size);
     if (!result.ok()) return Fail(result.status());
     if ((*engine)->block_manager().num_free_blocks() != (*engine)->block_manager().num_blocks()) {
       return Fail(absl::InternalError("KV blocks leaked after the workload"));
@@ -204,14 +204,17 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   const double kv_pool_mb =
       kv_blocks * generator::BlockManager::BytesPerBlock(config, flags.block_size) / kMib;
   std::string batches_text;
-  for (int64_t batch : flags.batches) absl::StrAppend(&batches_text, batches_text.empty() ? "" : ",", batch);
+  for (int64_t batch : flags.batches)
+    absl::StrAppend(&batches_text, batches_text.empty() ? "" : ",", batch);
   std::printf(
-      "bench_generator: %s %s (%.1fM params), %d threads (OPENBLAS_NUM_THREADS=%s); per batch size B: B prompts of %ld "
+      "bench_generator: %s %s (%.1fM params), %d threads (OPENBLAS_NUM_THREADS=%s); per batch size "
+      "B: B prompts of %ld "
       "tokens, %ld generated tokens each (greedy, no EOS), all submitted at once; KV pool %ld "
       "blocks x %ld\n",
       flags.arch.c_str(), flags.preset.c_str(), config.NumParameters() / 1e6, threads,
-      openblas_threads.c_str(), static_cast<long>(flags.prompt_len), static_cast<long>(flags.max_tokens),
-      static_cast<long>(kv_blocks), static_cast<long>(flags.block_size));
+      openblas_threads.c_str(), static_cast<long>(flags.prompt_len),
+      static_cast<long>(flags.max_tokens), static_cast<long>(kv_blocks),
+      static_cast<long>(flags.block_size));
   std::fflush(stdout);
 
   const std::vector<std::string> modes = {"fast", "batch_invariant"};
@@ -219,7 +222,8 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   for (const std::string& mode : modes) {
     const std::filesystem::path out = dir->path() / (mode + ".json");
     absl::Status s = RunChildProcess(
-        {self, "--worker", mode, "--worker-out", out.string(), "--preset", flags.preset, "--batches", batches_text, "--prompt-len", std::to_string(flags.prompt_len),
+        {self, "--worker", mode, "--worker-out", out.string(), "--preset", flags.preset,
+         "--batches", batches_text, "--prompt-len", std::to_string(flags.prompt_len),
          "--max-tokens", std::to_string(flags.max_tokens), "--block-size",
          std::to_string(flags.block_size), "--model-seed", std::to_string(flags.model_seed),
          "--threads", std::to_string(threads)});
@@ -239,10 +243,10 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
     std::ofstream(prompts_path) << prompts.dump() << "\n";
   }
   const std::filesystem::path python_out = dir->path() / "python.json";
-  if (absl::Status s = RunChildProcess({flags.python, flags.script, "--model", model_dir.string(),
-                                        "--prompts", prompts_path.string(), "--max-tokens",
-                                        std::to_string(flags.max_tokens), "--threads",
-                                        std::to_string(threads), "--out", python_out.string()});
+  if (absl::Status s =
+          RunChildProcess({flags.python, flags.script, "--model", model_dir.string(), "--prompts",
+                           prompts_path.string(), "--max-tokens", std::to_string(flags.max_tokens),
+                           "--threads", std::to_string(threads), "--out", python_out.string()});
       !s.ok()) {
     return Fail(s);
   }
@@ -269,16 +273,16 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
     for (int64_t batch : flags.batches) {
       const nlohmann::json& entry = *FindBatch(workers[mode], batch);
       const std::string key = absl::StrCat("_b", batch);
-      for (const char* field : {"decode_tokens_per_s", "decode_tokens_per_cpu_s", "tokens_per_s",
-                                "prefill_seconds", "decode_seconds", "prefill_cpu_seconds",
-                                "decode_cpu_seconds", "num_preemptions"}) {
+      for (const char* field :
+           {"decode_tokens_per_s", "decode_tokens_per_cpu_s", "tokens_per_s", "prefill_seconds",
+            "decode_seconds", "prefill_cpu_seconds", "decode_cpu_seconds", "num_preemptions"}) {
         json[mode + "_" + field + key] = entry[field];
       }
     }
   }
-  for (const char* field : {"decode_tokens_per_s", "decode_tokens_per_cpu_s", "tokens_per_s",
-                            "prefill_seconds", "decode_seconds", "prefill_cpu_seconds",
-                            "decode_cpu_seconds"}) {
+  for (const char* field :
+       {"decode_tokens_per_s", "decode_tokens_per_cpu_s", "tokens_per_s", "prefill_seconds",
+        "decode_seconds", "prefill_cpu_seconds", "decode_cpu_seconds"}) {
     json[std::string("python_") + field + rb] = (*python)[field];
   }
   for (int64_t batch : flags.batches) {
@@ -299,9 +303,10 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
       std::printf("    %-38s",
                   mode == "python"
                       ? absl::StrCat("python reference (torch ",
-                                     (*python)["torch_version"].get<std::string>(), ")").c_str()
-                      : mode == "matmul_floor" ? "matmuls only (LibTorch, no attention)"
-                                               : (mode + " (engine)").c_str());
+                                     (*python)["torch_version"].get<std::string>(), ")")
+                            .c_str()
+                  : mode == "matmul_floor" ? "matmuls only (LibTorch, no attention)"
+                                           : (mode + " (engine)").c_str());
       for (int64_t batch : flags.batches) {
         const std::string key = absl::StrCat(mode, "_", unit, "_b", batch);
         if (json.contains(key)) {
@@ -324,7 +329,8 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   };
   const double bi_vs_fast =
       rate("batch_invariant", "decode_tokens_per_s") / rate("fast", "decode_tokens_per_s");
-  const double vs_python = rate("fast", "decode_tokens_per_s") / rate("python", "decode_tokens_per_s");
+  const double vs_python =
+      rate("fast", "decode_tokens_per_s") / rate("python", "decode_tokens_per_s");
   const double vs_python_invariant =
       rate("batch_invariant", "decode_tokens_per_s") / rate("python", "decode_tokens_per_s");
   const double bi_vs_fast_cpu =
@@ -361,15 +367,14 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
       {"peak_rss_mb", {{"max", peak_limit}, {"met", peak <= peak_limit}}}};
 
   auto verdict = [](bool met) { return met ? "met" : "MISSED"; };
-  std::printf("  %-40s %10.3f  (target >= %.2f: %s; CPU time: %.3f)\n",
-              ("bi_vs_fast" + rb).c_str(), bi_vs_fast, kBiVsFastTarget,
-              verdict(bi_vs_fast >= kBiVsFastTarget), bi_vs_fast_cpu);
+  std::printf("  %-40s %10.3f  (target >= %.2f: %s; CPU time: %.3f)\n", ("bi_vs_fast" + rb).c_str(),
+              bi_vs_fast, kBiVsFastTarget, verdict(bi_vs_fast >= kBiVsFastTarget), bi_vs_fast_cpu);
   std::printf("  %-40s %10.3f  (target >= %.1f: %s; CPU time: %.3f; batch_invariant: %.3f)\n",
               ("vs_python" + rb + " (fast)").c_str(), vs_python, kVsPythonTarget,
               verdict(vs_python >= kVsPythonTarget), vs_python_cpu, vs_python_invariant);
   std::printf("  %-40s %10.3f\n", ("python greedy token agreement" + rb).c_str(), agreement);
-  std::printf("  %-40s %10.1f  (fast %.1f, batch_invariant %.1f)\n", "peak_rss_mb", peak,
-              peak_fast, peak_invariant);
+  std::printf("  %-40s %10.1f  (fast %.1f, batch_invariant %.1f)\n", "peak_rss_mb", peak, peak_fast,
+              peak_invariant);
   std::printf("  %-40s %10.1f  (weights %.1f + kv_pool %.1f; target peak <= %.1f: %s)\n",
               "weights_mb + kv_pool_mb", weights_mb + kv_pool_mb, weights_mb, kv_pool_mb,
               peak_limit, verdict(peak <= peak_limit));
@@ -401,11 +406,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--ratio-batch", flags.ratio_batch, "Batch of the ratios and the Python run")
       ->capture_default_str();
-  app.add_option("--prompt-len", flags.prompt_len)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--prompt-len", flags.prompt_len)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--max-tokens", flags.max_tokens, "Generated tokens per request")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--block-size", flags.block_size)->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--block-size", flags.block_size)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--model-seed", flags.model_seed)->capture_default_str();
   app.add_option("--threads", flags.threads, "Intra-op threads (0 = LibTorch default)");
   app.add_option("--python", flags.python, "Python with torch")->capture_default_str();

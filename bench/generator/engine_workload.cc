@@ -67,10 +67,10 @@ absl::StatusOr<WorkloadResult> RunDecodeWorkload(generator::Engine& engine, int6
     }
   }
   if (num_finished != batch || result.num_steps != max_tokens) {
-    return absl::InternalError(absl::StrCat(
-        "workload: ", num_finished, " of ", batch, " requests finished in ", result.num_steps,
-        " steps; expected one prefill step and ", max_tokens - 1,
-        " decode steps (is the step token budget below batch x prompt_len?)"));
+    return absl::InternalError(
+        absl::StrCat("workload: ", num_finished, " of ", batch, " requests finished in ",
+                     result.num_steps, " steps; expected one prefill step and ", max_tokens - 1,
+                     " decode steps (is the step token budget below batch x prompt_len?)"));
   }
   result.decode_tokens = batch * (max_tokens - 1);
   return result;

@@ -25,9 +25,9 @@ std::vector<int64_t> WorkloadPrompt(int64_t s, int64_t prompt_len, int64_t vocab
 
 struct WorkloadResult {
   int64_t batch = 0;
-  int64_t num_steps = 0;        // engine steps until every request finished
-  double prefill_seconds = 0;   // the first step (wall clock)
-  double decode_seconds = 0;    // every later step (wall clock)
+  int64_t num_steps = 0;       // engine steps until every request finished
+  double prefill_seconds = 0;  // the first step (wall clock)
+  double decode_seconds = 0;   // every later step (wall clock)
   // The same spans in CPU time of the whole process (all threads): on a shared, overloaded
   // machine these move far less than wall-clock time.
   double prefill_cpu_seconds = 0;
