@@ -1,0 +1,37 @@
+// Held-out accuracy through the generators: every eval prompt once, greedy (temperature 0,
+// n = 1), scored with the job's reward. A sample is correct when its reward is >= 1 (the full
+// reward of the built-in verifiers); a failed reward item counts as not correct and is counted.
+//
+// Thread safety: call from one thread; the clients and the scorer are thread-safe.
+#ifndef LOCKSTEP_ORCHESTRATOR_EVALUATION_H_
+#define LOCKSTEP_ORCHESTRATOR_EVALUATION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "data/jsonl_dataset.h"
+#include "model/tokenizer/tokenizer.h"
+#include "orchestrator/generator_client.h"
+#include "rewards/reward_scorer.h"
+
+namespace lockstep::orchestrator {
+
+struct EvalResult {
+  int64_t num_prompts = 0;
+  int64_t num_correct = 0;
+  int64_t num_failed = 0;  // reward items that could not be scored
+  double accuracy = 0;     // num_correct / num_prompts
+  double reward_mean = 0;  // over scored items
+  double seconds = 0;
+};
+
+// `sampling` gives max_tokens and stop tokens; temperature is forced to 0 and n to 1.
+absl::StatusOr<EvalResult> Evaluate(const Dataset& eval, const Tokenizer& tokenizer,
+                                    const std::vector<GeneratorClient*>& generators,
+                                    rewards::RewardScorer& scorer,
+                                    const v1::SamplingParams& sampling);
+
+}  // namespace lockstep::orchestrator
+
+#endif  // LOCKSTEP_ORCHESTRATOR_EVALUATION_H_

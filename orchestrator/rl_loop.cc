@@ -1,0 +1,351 @@
+#include "orchestrator/rl_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "model/tokenizer/chat_template.h"
+#include "orchestrator/weight_sync_driver.h"
+
+namespace lockstep::orchestrator {
+namespace {
+
+// SplitMix64: a prompt's sampling seed from the job seed and its number, so that a resumed run
+// samples exactly what an uninterrupted one would.
+uint64_t PromptSeed(uint64_t seed, int64_t index) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index) + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+RlLoop::RlLoop(RlLoopOptions options, RlServices services, const Dataset* dataset,
+               DatasetIterator iterator, int64_t start_step)
+    : options_(std::move(options)),
+      services_(std::move(services)),
+      dataset_(dataset),
+      iterator_(std::move(iterator)),
+      admission_(options_.max_staleness, options_.prompts_per_step),
+      queue_(std::make_shared<RolloutQueue>(
+          static_cast<int64_t>(services_.generators.size()))),
+      step_(start_step),
+      next_prompt_index_(start_step * options_.prompts_per_step) {}
+
+RlLoop::~RlLoop() = default;
+
+absl::Status RlLoop::Run(const StepCallback& on_step, const CheckpointFn& checkpoint,
+                         const std::function<bool()>& stop) {
+  while (step_ < options_.steps) {
+    if (stop && stop()) return absl::CancelledError("stopped by a signal");
+    absl::StatusOr<nlohmann::json> record = Step(stop);
+    if (!record.ok()) return record.status();
+    if (on_step) on_step(*record);
+    if (checkpoint && options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0 &&
+        step_ < options_.steps) {
+      if (absl::Status s = checkpoint(step_, DataCursor()); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> RlLoop::Step(const std::function<bool()>& stop) {
+  const absl::Time start = absl::Now();
+  if (trainer_version_ < 0) {
+    absl::StatusOr<v1::TrainerStatusResponse> status = services_.trainer->GetStatus();
+    if (!status.ok()) return status.status();
+    trainer_version_ = status->weight_version();
+  }
+  AdmitPrompts();
+  QueueWait wait;
+  absl::StatusOr<std::vector<std::shared_ptr<PromptInFlight>>> batch =
+      queue_->WaitForOldest(options_.prompts_per_step, stop, &wait);
+  if (!batch.ok()) return batch.status();
+  cursors_in_flight_.erase(cursors_in_flight_.begin(),
+                           cursors_in_flight_.begin() + options_.prompts_per_step);
+
+  nlohmann::json record;
+  absl::StatusOr<v1::TrainStepRequest> request =
+      BuildTrainBatch(*batch, trainer_version_, &record);
+  if (!request.ok()) return request.status();
+
+  const absl::Time train_start = absl::Now();
+  absl::StatusOr<v1::TrainStepResponse> response =
+      services_.trainer->TrainStep(*request, options_.train_timeout);
+  if (!response.ok()) return response.status();
+  const v1::StepMetrics& metrics = response->metrics();
+  const absl::Duration train_time = absl::Now() - train_start;
+  if (absl::Status s = CheckParity(*request, metrics); !s.ok()) return s;
+
+  const absl::Time sync_start = absl::Now();
+  absl::StatusOr<SyncFigures> sync = SyncWeights(*services_.trainer, services_.generators,
+                                                 metrics.weight_version(), options_.sync_timeout);
+  if (!sync.ok()) return sync.status();
+  const absl::Duration sync_time = absl::Now() - sync_start;
+  trainer_version_ = metrics.weight_version();
+  admission_.StepSynced();
+  ++step_;
+  ++totals_.steps;
+  AdmitPrompts();  // generation of the next prompts starts before the metrics are written
+
+  // The metrics line.
+  const absl::Duration total = absl::Now() - start;
+  const v1::ParityStats& parity = metrics.parity();
+  totals_.parity_tokens_compared += parity.tokens_compared();
+  totals_.parity_tokens_mismatched += parity.tokens_mismatched();
+  totals_.parity_max_abs_diff = std::max(totals_.parity_max_abs_diff, parity.max_abs_diff());
+  const double busy_s = Seconds(wait.generate + wait.reward + train_time + sync_time);
+  double generator_idle_s = 0;
+  for (size_t g = 0; g < services_.generators.size(); ++g) {
+    generator_idle_s += Seconds(queue_->TakeGeneratorIdle(static_cast<int64_t>(g)));
+  }
+  const double total_s = Seconds(total);
+  record["step"] = step_;
+  record["weight_version"] = metrics.weight_version();
+  record["loss"] = metrics.loss();
+  record["grad_norm"] = metrics.grad_norm();
+  record["lr"] = metrics.lr();
+  record["entropy"] = metrics.entropy();
+  record["ratio_mean"] = metrics.ratio_mean();
+  record["clipped_fraction"] = metrics.clipped_fraction();
+  record["train_tokens"] = metrics.tokens();
+  record["train_tokens_per_s"] = metrics.tokens() / std::max(1e-9, Seconds(train_time));
+  record["parity"] = {{"tokens_compared", parity.tokens_compared()},
+                      {"tokens_mismatched", parity.tokens_mismatched()},
+                      {"max_abs_diff", parity.max_abs_diff()},
+                      {"mean_diff", parity.mean_diff()},
+                      {"k3", parity.k3()}};
+  record["time"] = {{"generate", Seconds(wait.generate)},
+                    {"reward", Seconds(wait.reward)},
+                    {"train", Seconds(train_time)},
+                    {"sync", Seconds(sync_time)},
+                    {"idle", std::max(0.0, total_s - busy_s)},
+                    {"total", total_s}};
+  // The trainer waits for rollouts (generate + reward) and for the sync; generators wait when
+  // no call of theirs is in flight.
+  record["idle_fraction_trainer"] = Seconds(wait.generate + wait.reward) / std::max(1e-9, total_s);
+  record["idle_fraction_generator"] =
+      generator_idle_s /
+      std::max(1e-9, total_s * static_cast<double>(services_.generators.size()));
+  record["sync_bytes"] = sync->bytes;
+  record["swap_pause_ms"] = sync->max_swap_pause_ms;
+  return record;
+}
+
+void RlLoop::AdmitPrompts() {
+  // Prompts beyond the job's last step would never train.
+  const int64_t last_prompt = options_.steps * options_.prompts_per_step;
+  while (admission_.CanAdmit() && next_prompt_index_ < last_prompt) {
+    if (absl::Status s = SubmitPrompt(); !s.ok()) {
+      queue_->Fail(s);
+      return;
+    }
+  }
+}
+
+absl::Status RlLoop::SubmitPrompt() {
+  cursors_in_flight_.push_back(iterator_.cursor());
+  const Example& example = iterator_.Next();
+  auto prompt = std::make_shared<PromptInFlight>();
+  prompt->index = next_prompt_index_++;
+  prompt->example = &example;
+  if (example.prompt.has_value()) {
+    prompt->prompt_text = *example.prompt;  // plain text, as in the dataset
+  } else {
+    absl::StatusOr<std::string> rendered = RenderPrompt(example, ChatTemplateFamily::kQwen3);
+    if (!rendered.ok()) return rendered.status();
+    prompt->prompt_text = *rendered;
+  }
+  absl::StatusOr<std::vector<int32_t>> ids = services_.tokenizer->Encode(prompt->prompt_text);
+  if (!ids.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(dataset_->source(), ":", example.line_number,
+                                                   ": prompt: ", ids.status().message()));
+  }
+  prompt->prompt_ids.assign(ids->begin(), ids->end());
+  prompt->generator = next_generator_;
+  next_generator_ = (next_generator_ + 1) % static_cast<int64_t>(services_.generators.size());
+  prompt->submitted = absl::Now();
+  admission_.Admit();
+
+  v1::GenerateRequest request;
+  for (int64_t id : prompt->prompt_ids) request.add_prompt_token_ids(id);
+  request.set_n(options_.samples_per_prompt);
+  *request.mutable_sampling() = options_.sampling;
+  request.mutable_sampling()->set_seed(PromptSeed(options_.seed, prompt->index));
+  queue_->Push(prompt);
+
+  std::shared_ptr<RolloutQueue> queue = queue_;
+  rewards::RewardScorer* scorer = services_.scorer;
+  const Tokenizer* tokenizer = services_.tokenizer;
+  const int64_t index = prompt->index;
+  services_.generators[prompt->generator]->GenerateAsync(
+      request, options_.generate_timeout,
+      [queue, scorer, tokenizer, index](
+          absl::StatusOr<std::vector<v1::GenerateResponse>> samples) {
+        std::shared_ptr<PromptInFlight> prompt = queue->MarkGenerated(index, std::move(samples));
+        if (prompt == nullptr || prompt->samples.empty()) return;
+        // Score in the background: rewards never block generation or the loop.
+        std::vector<rewards::RewardInput> items;
+        for (const v1::GenerateResponse& sample : prompt->samples) {
+          rewards::RewardInput item;
+          item.prompt = prompt->prompt_text;
+          item.completion_token_ids.assign(sample.token_ids().begin(), sample.token_ids().end());
+          absl::StatusOr<std::string> text =
+              tokenizer->Decode(item.completion_token_ids, /*skip_special_tokens=*/true);
+          item.completion = text.ok() ? *text : "";
+          item.reference = prompt->example->answer.value_or("");
+          if (prompt->example->metadata.is_object()) {
+            for (const auto& [key, value] : prompt->example->metadata.items()) {
+              item.metadata[key] = value.is_string() ? value.get<std::string>() : value.dump();
+            }
+          }
+          items.push_back(std::move(item));
+        }
+        scorer->ScoreAsync(std::move(items), [queue, index](std::vector<rewards::ItemOutcome> o) {
+          queue->MarkScored(index, std::move(o));
+        });
+      });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
+    const std::vector<std::shared_ptr<PromptInFlight>>& batch, int64_t trainer_version,
+    nlohmann::json* record) {
+  v1::TrainStepRequest request;
+  int64_t num_samples = 0, num_failed = 0, num_correct = 0, num_scored = 0;
+  int64_t groups_dropped = 0, generated_tokens = 0;
+  double reward_sum = 0;
+  double generate_seconds = 0;
+  AgeHistogram ages;
+  for (const auto& prompt : batch) {
+    generate_seconds = std::max(generate_seconds, Seconds(prompt->generated - prompt->submitted));
+    std::vector<double> group_rewards;
+    std::vector<const v1::GenerateResponse*> group_samples;
+    for (size_t k = 0; k < prompt->samples.size(); ++k) {
+      const v1::GenerateResponse& sample = prompt->samples[k];
+      const rewards::ItemOutcome& outcome = prompt->outcomes[k];
+      ++num_samples;
+      generated_tokens += sample.token_ids_size();
+      if (!outcome.ok) {  // failed items never become reward 0: excluded, counted
+        ++num_failed;
+        continue;
+      }
+      ++num_scored;
+      reward_sum += outcome.reward;
+      num_correct += outcome.reward >= 1.0 ? 1 : 0;
+      group_rewards.push_back(outcome.reward);
+      group_samples.push_back(&sample);
+    }
+    if (group_rewards.empty()) continue;
+    absl::StatusOr<std::vector<double>> advantages =
+        trainer::GroupAdvantages(group_rewards, options_.advantages);
+    if (!advantages.ok()) return advantages.status();
+    if (advantages->empty()) {
+      ++groups_dropped;
+      continue;
+    }
+    for (size_t k = 0; k < group_samples.size(); ++k) {
+      const v1::GenerateResponse& sample = *group_samples[k];
+      std::vector<int64_t> versions(sample.weight_versions().begin(),
+                                    sample.weight_versions().end());
+      const int64_t rollout_index = request.rollouts_size();
+      if (absl::Status s = CheckSampleAge(trainer_version, versions, options_.max_staleness,
+                                          rollout_index);
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("prompt ", prompt->index, ": ", s.message()));
+      }
+      ++ages[SampleAge(trainer_version, versions)];
+      v1::Rollout* rollout = request.add_rollouts();
+      for (int64_t id : prompt->prompt_ids) rollout->add_prompt_token_ids(id);
+      *rollout->mutable_completion_token_ids() = sample.token_ids();
+      *rollout->mutable_behaviour_logprobs() = sample.logprobs();
+      *rollout->mutable_weight_versions() = sample.weight_versions();
+      rollout->set_advantage((*advantages)[k]);
+      rollout->set_group_id(prompt->index);
+    }
+  }
+  totals_.reward_items_failed += num_failed;
+  totals_.samples_trained += request.rollouts_size();
+  nlohmann::json age_json = nlohmann::json::object();
+  for (const auto& [age, count] : ages) {
+    totals_.ages[age] += count;
+    age_json[std::to_string(age)] = count;
+  }
+  (*record)["reward_mean"] = num_scored > 0 ? reward_sum / num_scored : 0.0;
+  (*record)["accuracy"] = num_scored > 0 ? static_cast<double>(num_correct) / num_scored : 0.0;
+  (*record)["samples"] = num_samples;
+  (*record)["reward_items_failed"] = num_failed;
+  (*record)["groups_dropped"] = groups_dropped;
+  (*record)["rollouts_trained"] = request.rollouts_size();
+  (*record)["staleness"] = age_json;
+  (*record)["gen_tokens"] = generated_tokens;
+  (*record)["gen_tokens_per_s"] = generated_tokens / std::max(1e-9, generate_seconds);
+  if (request.rollouts_size() == 0) {
+    // Every group was dropped (no reward variance) or failed. The trainer refuses an empty
+    // batch, and the step must still happen (versions and the data cursor move in step), so
+    // the first sample goes in with advantage 0: no policy-gradient signal, and its tokens
+    // still count for parity. Counted in groups_dropped above.
+    const auto& prompt = batch.front();
+    const v1::GenerateResponse& sample = prompt->samples.front();
+    std::vector<int64_t> versions(sample.weight_versions().begin(),
+                                  sample.weight_versions().end());
+    if (absl::Status s = CheckSampleAge(trainer_version, versions, options_.max_staleness, 0);
+        !s.ok()) {
+      return s;
+    }
+    v1::Rollout* rollout = request.add_rollouts();
+    for (int64_t id : prompt->prompt_ids) rollout->add_prompt_token_ids(id);
+    *rollout->mutable_completion_token_ids() = sample.token_ids();
+    *rollout->mutable_behaviour_logprobs() = sample.logprobs();
+    *rollout->mutable_weight_versions() = sample.weight_versions();
+    rollout->set_advantage(0.0);
+    rollout->set_group_id(prompt->index);
+  }
+  return request;
+}
+
+absl::Status RlLoop::CheckParity(const v1::TrainStepRequest& request,
+                                 const v1::StepMetrics& metrics) {
+  const v1::ParityStats& parity = metrics.parity();
+  if (options_.parity != "strict" || !parity.has_mismatch()) return absl::OkStatus();
+  const int64_t r = parity.mismatch_rollout();
+  std::string sequence;
+  if (r >= 0 && r < request.rollouts_size()) {
+    const v1::Rollout& rollout = request.rollouts(r);
+    sequence = absl::StrCat(" (prompt ", rollout.group_id(), ", ", rollout.prompt_token_ids_size(),
+                            " prompt tokens, ", rollout.completion_token_ids_size(),
+                            " completion tokens)");
+  }
+  return absl::DataLossError(absl::StrCat(
+      "parity = \"strict\": trainer and generator log-probs differ at step ", step_ + 1,
+      ": rollout ", r, sequence, ", completion position ", parity.mismatch_position(),
+      ": trainer ", parity.mismatch_trainer_logprob(), " vs generator ",
+      parity.mismatch_generator_logprob(), " (", parity.tokens_mismatched(), " of ",
+      parity.tokens_compared(), " tokens differ). Investigate with: ",
+      options_.investigate_hint.empty() ? "lockstep diagnose" : options_.investigate_hint));
+}
+
+std::string RlLoop::DataCursor() const {
+  const DatasetCursor cursor =
+      cursors_in_flight_.empty() ? iterator_.cursor() : cursors_in_flight_.front();
+  return nlohmann::json{{"dataset", cursor.ToJson()}, {"rl_steps", step_}}.dump();
+}
+
+absl::StatusOr<std::pair<DatasetCursor, int64_t>> RlLoop::ParseDataCursor(
+    const std::string& text) {
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("dataset") || !json.contains("rl_steps") ||
+      !json["rl_steps"].is_number_integer()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data cursor: expected {\"dataset\": …, \"rl_steps\": N}, got '", text, "'"));
+  }
+  absl::StatusOr<DatasetCursor> cursor = DatasetCursor::FromJson(json["dataset"]);
+  if (!cursor.ok()) return cursor.status();
+  return std::make_pair(*cursor, json["rl_steps"].get<int64_t>());
+}
+
+}  // namespace lockstep::orchestrator

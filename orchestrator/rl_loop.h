@@ -1,0 +1,134 @@
+// The RL loop: one Step() per optimizer step, reading like an inference engine's step():
+//
+//   AdmitPrompts()     prompts from the dataset → Generator.Generate (n samples, streaming,
+//                      spread over the generators) → rewards, all in the background, as far
+//                      ahead as the staleness bound allows (staleness.h)
+//   TakeBatch()        wait for the oldest prompts_per_step prompts, generated and scored
+//   BuildTrainBatch()  group advantages (failed reward items left out and counted), age check
+//   Trainer.TrainStep  → metrics, parity for age-0 samples (strict: stop on a mismatch)
+//   SyncWeights()      trainer → every generator, version + 1
+//
+// With max_staleness = 0 generation, training and sync strictly alternate (on-policy); with
+// S > 0 generation of the next S steps' prompts overlaps training.
+//
+// Thread safety: Run/Step and the accessors run on one thread (the loop thread). Callbacks of
+// in-flight calls touch only the shared RolloutQueue.
+#ifndef LOCKSTEP_ORCHESTRATOR_RL_LOOP_H_
+#define LOCKSTEP_ORCHESTRATOR_RL_LOOP_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "data/dataset_iterator.h"
+#include "model/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "orchestrator/generator_client.h"
+#include "orchestrator/rollout_queue.h"
+#include "orchestrator/staleness.h"
+#include "orchestrator/trainer_client.h"
+#include "rewards/reward_scorer.h"
+#include "trainer/advantages.h"
+
+namespace lockstep::orchestrator {
+
+struct RlLoopOptions {
+  int64_t steps = 100;              // RL steps in the job (the loop runs start_step..steps-1)
+  int64_t prompts_per_step = 8;
+  int64_t samples_per_prompt = 8;
+  int64_t max_staleness = 0;
+  v1::SamplingParams sampling;      // temperature, top-p/k, max_tokens, stop tokens
+  trainer::AdvantageOptions advantages;
+  std::string parity = "strict";    // "strict" | "report" | "off"
+  int64_t checkpoint_every = 0;     // RL steps between checkpoints; 0 = none inside the loop
+  uint64_t seed = 0;                // sampling seeds derive from it and the prompt number
+  absl::Duration generate_timeout = absl::Minutes(10);
+  absl::Duration train_timeout = absl::Minutes(10);
+  absl::Duration sync_timeout = absl::Minutes(2);
+  std::string investigate_hint;     // appended to a strict parity failure (a command to run)
+};
+
+// What the loop talks to. Not owned; all must outlive the loop.
+struct RlServices {
+  TrainerClient* trainer = nullptr;
+  std::vector<GeneratorClient*> generators;
+  rewards::RewardScorer* scorer = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+};
+
+// Figures accumulated over the loop's steps.
+struct RlTotals {
+  int64_t steps = 0;
+  int64_t parity_tokens_compared = 0;
+  int64_t parity_tokens_mismatched = 0;
+  double parity_max_abs_diff = 0;
+  int64_t reward_items_failed = 0;
+  int64_t samples_trained = 0;
+  AgeHistogram ages;
+};
+
+class RlLoop {
+ public:
+  // `dataset` must outlive the loop. `cursor` is where the job's prompt stream continues (the
+  // data cursor from a checkpoint, or a fresh one); `start_step` the RL steps already done.
+  RlLoop(RlLoopOptions options, RlServices services, const Dataset* dataset,
+         DatasetIterator iterator, int64_t start_step);
+  ~RlLoop();
+
+  // Called after each step with its metrics line (the metrics.jsonl schema).
+  using StepCallback = std::function<void(const nlohmann::json&)>;
+  // Called to checkpoint: (rl steps done, data cursor JSON) → OK or error.
+  using CheckpointFn = std::function<absl::Status(int64_t, const std::string&)>;
+
+  // Runs the remaining steps. Stops between steps once `stop` returns true: returns Cancelled
+  // (the caller checkpoints with data_cursor()). Every error stops the loop; in-flight
+  // generation is abandoned.
+  absl::Status Run(const StepCallback& on_step, const CheckpointFn& checkpoint,
+                   const std::function<bool()>& stop);
+
+  // One RL step (admission, batch, train, sync). Returns its metrics line.
+  absl::StatusOr<nlohmann::json> Step(const std::function<bool()>& stop);
+
+  // The data cursor to checkpoint now: the dataset position of the oldest prompt not yet
+  // trained, plus the RL steps done. JSON text.
+  std::string DataCursor() const;
+  int64_t steps_done() const { return step_; }
+  const RlTotals& totals() const { return totals_; }
+
+  // Parses DataCursor() output: (dataset cursor, rl steps done).
+  static absl::StatusOr<std::pair<DatasetCursor, int64_t>> ParseDataCursor(
+      const std::string& text);
+
+ private:
+  void AdmitPrompts();
+  absl::Status SubmitPrompt();
+  void StartScoring(const std::shared_ptr<PromptInFlight>& prompt);
+  // The rollouts of the batch with their advantages; counts failed items and ages.
+  absl::StatusOr<v1::TrainStepRequest> BuildTrainBatch(
+      const std::vector<std::shared_ptr<PromptInFlight>>& batch, int64_t trainer_version,
+      nlohmann::json* record);
+  absl::Status CheckParity(const v1::TrainStepRequest& request, const v1::StepMetrics& metrics);
+
+  RlLoopOptions options_;
+  RlServices services_;
+  const Dataset* dataset_;
+  DatasetIterator iterator_;
+  std::deque<DatasetCursor> cursors_in_flight_;  // cursor before each queued prompt
+  AdmissionControl admission_;
+  std::shared_ptr<RolloutQueue> queue_;
+  int64_t step_;                  // RL steps done
+  int64_t next_prompt_index_;     // prompt number of the next admission (since the job start)
+  int64_t trainer_version_ = -1;  // the trainer's weight version, -1 until first read
+  RlTotals totals_;
+  int64_t next_generator_ = 0;    // round robin
+};
+
+}  // namespace lockstep::orchestrator
+
+#endif  // LOCKSTEP_ORCHESTRATOR_RL_LOOP_H_

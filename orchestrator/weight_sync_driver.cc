@@ -1,0 +1,90 @@
+#include "orchestrator/weight_sync_driver.h"
+
+#include <algorithm>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::orchestrator {
+namespace {
+
+// Runs `generator_call(i)` for every generator on its own thread and `trainer_call()` here;
+// returns the first error in the order trainer, generator 0, 1, ...
+template <typename T, typename G, typename TrainerFn, typename GeneratorFn>
+absl::Status RunConcurrently(size_t num_generators, TrainerFn trainer_call,
+                             GeneratorFn generator_call, std::optional<absl::StatusOr<T>>* trainer,
+                             std::vector<std::optional<absl::StatusOr<G>>>* generators) {
+  generators->assign(num_generators, std::nullopt);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < num_generators; ++i) {
+    threads.emplace_back([&, i] { (*generators)[i] = generator_call(i); });
+  }
+  *trainer = trainer_call();
+  for (std::thread& thread : threads) thread.join();
+  if (!(*trainer)->ok()) return (*trainer)->status();
+  for (const auto& result : *generators) {
+    if (!result->ok()) return result->status();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::JoinWeightSyncResponse> FormWeightSyncGroup(
+    TrainerClient& trainer, const std::vector<GeneratorClient*>& generators,
+    const WeightSyncGroupOptions& options) {
+  v1::JoinWeightSyncRequest request;
+  request.set_store_host(options.store_host);
+  request.set_store_port(options.store_port);
+  request.set_world_size(1 + static_cast<int32_t>(generators.size()));
+  request.set_group_name(options.group_name);
+  request.set_timeout_ms(options.timeout_ms);
+  request.set_bucket_bytes(options.bucket_bytes);
+  request.set_verify(options.verify);
+  // The RPC returns once the group is formed; allow the rendezvous timeout plus a margin.
+  const absl::Duration timeout = absl::Milliseconds(options.timeout_ms) + absl::Seconds(10);
+  std::optional<absl::StatusOr<v1::JoinWeightSyncResponse>> trainer_result;
+  std::vector<std::optional<absl::StatusOr<v1::JoinWeightSyncResponse>>> generator_results;
+  absl::Status status = RunConcurrently<v1::JoinWeightSyncResponse, v1::JoinWeightSyncResponse>(
+      generators.size(),
+      [&] {
+        v1::JoinWeightSyncRequest mine = request;
+        mine.set_rank(0);
+        return trainer.JoinWeightSync(mine, timeout);
+      },
+      [&](size_t i) {
+        v1::JoinWeightSyncRequest mine = request;
+        mine.set_rank(static_cast<int32_t>(i + 1));
+        return generators[i]->JoinWeightSync(mine, timeout);
+      },
+      &trainer_result, &generator_results);
+  if (!status.ok()) return status;
+  return **trainer_result;
+}
+
+absl::StatusOr<SyncFigures> SyncWeights(TrainerClient& trainer,
+                                        const std::vector<GeneratorClient*>& generators,
+                                        int64_t version, absl::Duration timeout) {
+  const absl::Time start = absl::Now();
+  std::optional<absl::StatusOr<v1::WeightSyncResponse>> trainer_result;
+  std::vector<std::optional<absl::StatusOr<v1::WeightSyncResponse>>> generator_results;
+  absl::Status status = RunConcurrently<v1::WeightSyncResponse, v1::WeightSyncResponse>(
+      generators.size(), [&] { return trainer.PublishWeights(version, timeout); },
+      [&](size_t i) { return generators[i]->ReceiveWeights(version, timeout); }, &trainer_result,
+      &generator_results);
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("weight sync of version ", version, ": ", status.message()));
+  }
+  SyncFigures figures;
+  figures.version = version;
+  figures.bytes = (*trainer_result)->bytes();
+  figures.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  for (const auto& result : generator_results) {
+    figures.max_swap_pause_ms = std::max(figures.max_swap_pause_ms, (*result)->swap_pause_ms());
+  }
+  return figures;
+}
+
+}  // namespace lockstep::orchestrator
