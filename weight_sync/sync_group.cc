@@ -19,6 +19,16 @@ using Clock = std::chrono::steady_clock;
 
 std::string ManifestKey(int rank) { return absl::StrCat("manifest/", rank); }
 std::string CheckedKey(int rank) { return absl::StrCat("checked/", rank); }
+std::string SettingsKey(int rank) { return absl::StrCat("settings/", rank); }
+
+// What every rank must agree on besides the manifest (else the collectives would not match).
+std::string Settings(const GroupOptions& options) {
+  return absl::StrCat("bucket_bytes=", options.bucket_bytes, " verify=", options.verify ? 1 : 0);
+}
+
+std::string FromBytes(const std::vector<uint8_t>& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
 
 std::vector<uint8_t> ToBytes(const std::string& text) {
   return std::vector<uint8_t>(text.begin(), text.end());
@@ -92,8 +102,13 @@ absl::StatusOr<std::unique_ptr<WeightSyncGroup>> WeightSyncGroup::Join(const Gro
   // 1. The store: rank 0 hosts it, the others dial it (retrying until the timeout).
   c10::intrusive_ptr<c10d::Store> root;
   try {
+    // Rank 0 also dials its own server; c10d retries a refused connection only after a second,
+    // so give that at least 10 s. Every wait below passes the group's timeout explicitly.
+    const std::chrono::milliseconds store_timeout =
+        options.rank == 0 ? std::max(options.timeout, std::chrono::milliseconds(10000))
+                          : options.timeout;
     root = compat::ConnectTcpStore(options.store_host, options.store_port, options.rank == 0,
-                                   options.timeout);
+                                   store_timeout);
   } catch (const std::exception& e) {
     if (options.rank == 0) {
       return absl::UnavailableError(absl::StrCat(where, ": cannot host the store: ", ErrorText(e)));
@@ -109,7 +124,9 @@ absl::StatusOr<std::unique_ptr<WeightSyncGroup>> WeightSyncGroup::Join(const Gro
   std::vector<std::string> manifest_keys;
   for (int r = 0; r < options.world_size; ++r) manifest_keys.push_back(ManifestKey(r));
   std::vector<Manifest> manifests;
+  std::string settings_error;
   try {
+    store.set(SettingsKey(options.rank), ToBytes(Settings(options)));
     store.set(ManifestKey(options.rank), ToBytes(EncodeManifest(manifest)));
     try {
       store.wait(manifest_keys, options.timeout);
@@ -121,6 +138,15 @@ absl::StatusOr<std::unique_ptr<WeightSyncGroup>> WeightSyncGroup::Join(const Gro
       return absl::DeadlineExceededError(
           absl::StrCat(where, ": rank(s) ", absl::StrJoin(missing, ", "), " did not join within ",
                        options.timeout.count(), " ms"));
+    }
+    const std::string reference_settings = FromBytes(store.get(SettingsKey(0)));
+    for (int r = 1; r < options.world_size; ++r) {
+      const std::string settings = FromBytes(store.get(SettingsKey(r)));
+      if (settings != reference_settings) {
+        settings_error = absl::StrCat(where, ": rank ", r, " uses ", settings, ", rank 0 uses ",
+                                      reference_settings);
+        break;
+      }
     }
     for (int r = 0; r < options.world_size; ++r) {
       const std::vector<uint8_t> bytes = store.get(ManifestKey(r));
@@ -137,11 +163,18 @@ absl::StatusOr<std::unique_ptr<WeightSyncGroup>> WeightSyncGroup::Join(const Gro
     if (options.rank == 0) {
       std::vector<std::string> checked_keys;
       for (int r = 0; r < options.world_size; ++r) checked_keys.push_back(CheckedKey(r));
-      store.wait(checked_keys, options.timeout);
+      try {
+        store.wait(checked_keys, options.timeout);
+      } catch (const std::exception& e) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(where, ": not every rank finished the rendezvous within ",
+                         options.timeout.count(), " ms (a peer left during it)"));
+      }
     }
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(where, ": store failed: ", ErrorText(e)));
   }
+  if (!settings_error.empty()) return absl::FailedPreconditionError(settings_error);
   for (int r = 1; r < options.world_size; ++r) {
     if (std::optional<std::string> difference = FirstDifference(manifests[0], 0, manifests[r], r)) {
       return absl::FailedPreconditionError(

@@ -68,9 +68,10 @@ struct GroupOptions {
 class WeightSyncGroup {
  public:
   // Rendezvous: rank 0 hosts the TCPStore at store_host:store_port; every rank publishes its
-  // manifest under `group_name` and checks every other rank's against rank 0's; then a Gloo
-  // process group forms. Errors: InvalidArgument (bad options); FailedPrecondition naming the
-  // first differing tensor (its name and both shapes, or which rank lacks it) on every rank;
+  // manifest (and its bucket_bytes and verify settings) under `group_name` and checks every
+  // other rank's against rank 0's; then a Gloo process group forms. Errors: InvalidArgument (bad
+  // options); FailedPrecondition naming the first differing tensor (its name and both shapes, or
+  // which rank lacks it), or the differing settings, on every rank;
   // DeadlineExceeded when a peer does not show up within the timeout; Unavailable when the store
   // cannot be hosted or reached.
   static absl::StatusOr<std::unique_ptr<WeightSyncGroup>> Join(const GroupOptions& options,
