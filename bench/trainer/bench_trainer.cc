@@ -1,0 +1,185 @@
+// bench_trainer: training throughput of the trainer library (forward + backward + AdamW per
+// step) in batch-invariant and fast modes, with the LibTorch GEMM rate measured in the same run.
+//   build/bench/bench_trainer [--preset base] [--json FILE] [--steps 2] [--warmup 1]
+//       [--micro-batch-tokens 4096] [--seq 512] [--threads 0]
+// Each step is one packed micro-batch of --micro-batch-tokens tokens (sequences of --seq tokens,
+// a quarter prompt, the rest completion). Achieved GFLOP/s = 6 x parameters x tokens / time.
+// JSON keys: tokens_per_s_fast, tokens_per_s_batch_invariant, gflops_*, blas_gflops, bi_vs_fast
+// (batch-invariant / fast tokens per second), mfu_vs_blas (fast-mode GFLOP/s / BLAS GFLOP/s)
+// and mfu_vs_blas_batch_invariant.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "bench/model/throughput.h"
+#include "model/checkpoint.h"
+#include "nlohmann/json.hpp"
+#include "trainer/trainer.h"
+
+namespace lockstep::bench {
+namespace {
+
+struct ModeResult {
+  double seconds_per_step = 0;  // fastest timed step
+  double tokens_per_s = 0;
+  double gflops = 0;
+  double loss = 0;
+};
+
+// `num_sequences` rollouts of `seq_len` tokens sampled (by version) under `version`.
+std::vector<trainer::Rollout> MakeBatch(int64_t num_sequences, int64_t seq_len, int64_t vocab,
+                                        int64_t version, int64_t salt) {
+  std::vector<trainer::Rollout> batch;
+  const int64_t prompt_length = seq_len / 4;
+  for (int64_t s = 0; s < num_sequences; ++s) {
+    trainer::Rollout rollout;
+    for (int64_t t = 0; t < seq_len; ++t) {
+      const int64_t token = (salt * 31337 + s * 7919 + t * 104729) % vocab;
+      if (t < prompt_length) {
+        rollout.prompt_tokens.push_back(token);
+      } else {
+        rollout.completion_tokens.push_back(token);
+        rollout.behaviour_logprobs.push_back(-10.0f);
+        rollout.weight_versions.push_back(version);
+      }
+    }
+    rollout.advantage = s % 2 == 0 ? 1.0 : -1.0;
+    rollout.group_id = s / 2;
+    batch.push_back(std::move(rollout));
+  }
+  return batch;
+}
+
+absl::StatusOr<ModeResult> RunMode(const ModelConfig& config, NumericMode mode,
+                                   int64_t micro_batch_tokens, int64_t seq_len, int warmup,
+                                   int steps) {
+  ModelOptions model_options;
+  model_options.numeric_mode = mode;
+  trainer::TrainerOptions options;
+  options.mode = mode;
+  options.lr = 1e-5;
+  options.micro_batch_tokens = micro_batch_tokens;
+  absl::StatusOr<std::unique_ptr<trainer::Trainer>> trainer =
+      trainer::Trainer::Create(CreateRandomModel(config, /*seed=*/0, model_options), options);
+  if (!trainer.ok()) return trainer.status();
+  const int64_t num_sequences = micro_batch_tokens / seq_len;
+  const int64_t tokens = num_sequences * seq_len;
+  ModeResult result;
+  result.seconds_per_step = 1e30;
+  for (int i = 0; i < warmup + steps; ++i) {
+    std::vector<trainer::Rollout> batch = MakeBatch(num_sequences, seq_len, config.vocab_size,
+                                                    (*trainer)->weight_version(), i);
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<trainer::StepMetrics> metrics = (*trainer)->TrainStep(batch);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!metrics.ok()) return metrics.status();
+    if (metrics->micro_batches != 1) {
+      return absl::InternalError("the batch was not packed into one micro-batch");
+    }
+    std::printf("    %s step %d%s: %.2f s, loss %.4f\n", NumericModeName(mode), i,
+                i < warmup ? " (warm-up)" : "", seconds, metrics->loss);
+    std::fflush(stdout);
+    if (i >= warmup && seconds < result.seconds_per_step) result.seconds_per_step = seconds;
+    result.loss = metrics->loss;
+  }
+  result.tokens_per_s = tokens / result.seconds_per_step;
+  result.gflops = 6.0 * config.NumParameters() * tokens / result.seconds_per_step / 1e9;
+  return result;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"bench_trainer: training tokens/s (forward + backward + AdamW), both modes"};
+  std::string preset = "base", json_path;
+  int threads = 0, steps = 2, warmup = 1;
+  int64_t micro_batch_tokens = 4096, seq_len = 512;
+  double blas_seconds = 2.0;
+  app.add_option("--preset", preset)->capture_default_str();
+  app.add_option("--json", json_path, "Write results as JSON here");
+  app.add_option("--steps", steps, "Timed steps per mode (the fastest counts)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed steps per mode first")->capture_default_str();
+  app.add_option("--micro-batch-tokens", micro_batch_tokens)->capture_default_str();
+  app.add_option("--seq", seq_len, "Tokens per sequence")->capture_default_str();
+  app.add_option("--threads", threads, "Intra-op threads (0 = LibTorch default)");
+  app.add_option("--blas-seconds", blas_seconds)->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) torch::set_num_threads(threads);
+  if (seq_len <= 0 || micro_batch_tokens < seq_len) {
+    std::fprintf(stderr, "error: need 0 < --seq <= --micro-batch-tokens\n");
+    return 1;
+  }
+
+  absl::StatusOr<ModelConfig> config = PresetConfig(Architecture::kQwen3, preset);
+  if (!config.ok()) {
+    std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
+    return 1;
+  }
+  const int64_t tokens = micro_batch_tokens / seq_len * seq_len;
+  std::printf("bench_trainer: qwen3 %s (%.1fM params), %lld tokens per step (%lld x %lld), %d "
+              "threads\n",
+              preset.c_str(), config->NumParameters() / 1e6, static_cast<long long>(tokens),
+              static_cast<long long>(micro_batch_tokens / seq_len),
+              static_cast<long long>(seq_len), torch::get_num_threads());
+  const double blas = BlasGflops(blas_seconds);
+  std::printf("  %-40s %12.1f\n", "blas_gflops (512x1024x1024 matmul)", blas);
+  std::fflush(stdout);
+
+  ModeResult results[2];
+  const NumericMode modes[2] = {NumericMode::kBatchInvariant, NumericMode::kFast};
+  for (int m = 0; m < 2; ++m) {
+    absl::StatusOr<ModeResult> result =
+        RunMode(*config, modes[m], micro_batch_tokens, seq_len, warmup, steps);
+    if (!result.ok()) {
+      std::fprintf(stderr, "error: %s\n", result.status().ToString().c_str());
+      return 1;
+    }
+    results[m] = *result;
+  }
+  const ModeResult& bi = results[0];
+  const ModeResult& fast = results[1];
+  const double bi_vs_fast = bi.tokens_per_s / fast.tokens_per_s;
+  const double mfu_fast = fast.gflops / blas;
+  const double mfu_bi = bi.gflops / blas;
+  std::printf("  %-40s %12s %12s\n", "", "batch_inv", "fast");
+  std::printf("  %-40s %12.3f %12.3f\n", "seconds per step", bi.seconds_per_step,
+              fast.seconds_per_step);
+  std::printf("  %-40s %12.1f %12.1f\n", "training tokens/s", bi.tokens_per_s, fast.tokens_per_s);
+  std::printf("  %-40s %12.1f %12.1f\n", "achieved GFLOP/s (6 N T / t)", bi.gflops, fast.gflops);
+  std::printf("  %-40s %12.3f %12.3f\n", "vs BLAS GFLOP/s", mfu_bi, mfu_fast);
+  std::printf("  %-40s %12.3f\n", "bi_vs_fast (target >= 0.8)", bi_vs_fast);
+  std::printf("  %-40s %12.3f\n", "mfu_vs_blas, fast (target >= 0.4)", mfu_fast);
+
+  if (!json_path.empty()) {
+    nlohmann::json json = {{"preset", preset},
+                           {"parameters", config->NumParameters()},
+                           {"threads", torch::get_num_threads()},
+                           {"tokens_per_step", tokens},
+                           {"seq", seq_len},
+                           {"micro_batch_tokens", micro_batch_tokens},
+                           {"steps", steps},
+                           {"warmup", warmup},
+                           {"blas_gflops", blas},
+                           {"seconds_per_step_fast", fast.seconds_per_step},
+                           {"seconds_per_step_batch_invariant", bi.seconds_per_step},
+                           {"tokens_per_s_fast", fast.tokens_per_s},
+                           {"tokens_per_s_batch_invariant", bi.tokens_per_s},
+                           {"gflops_fast", fast.gflops},
+                           {"gflops_batch_invariant", bi.gflops},
+                           {"bi_vs_fast", bi_vs_fast},
+                           {"mfu_vs_blas", mfu_fast},
+                           {"mfu_vs_blas_batch_invariant", mfu_bi}};
+    std::ofstream(json_path) << json.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lockstep::bench
+
+int main(int argc, char** argv) { return lockstep::bench::Main(argc, argv); }
