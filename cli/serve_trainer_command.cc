@@ -47,7 +47,9 @@ absl::StatusOr<trainer::TrainerOptions> LoadTrainerOptions(const ServeTrainerFla
   trainer::TrainerOptions options;
   if (!flags.options_file.empty()) {
     std::ifstream file(flags.options_file);
-    if (!file) return absl::NotFoundError(absl::StrCat("--options: cannot read ", flags.options_file));
+    if (!file) {
+      return absl::NotFoundError(absl::StrCat("--options: cannot read ", flags.options_file));
+    }
     std::stringstream text;
     text << file.rdbuf();
     absl::StatusOr<trainer::TrainerOptions> parsed = trainer::TrainerOptionsFromJson(text.str());
@@ -105,8 +107,7 @@ absl::Status RunServeTrainer(ServeTrainerFlags flags) {
               flags.run.model_dir.c_str(), (*model)->config().NumParameters() / 1e6,
               NumericModeName(options->mode), static_cast<long long>((*trainer)->step()),
               static_cast<long long>((*trainer)->weight_version()),
-              flags.resume.empty() ? "" : ", resumed from ",
-              (*trainer)->resumed_from().c_str());
+              flags.resume.empty() ? "" : ", resumed from ", (*trainer)->resumed_from().c_str());
   // A step still running at shutdown finishes first (the service's worker runs it to the end).
   return ServeUntilSignal(flags.serve, {&service}, "trainer", stop_signals);
 }
@@ -123,11 +124,13 @@ void AddServeTrainerCommand(CLI::App* serve) {
       ->check(CLI::ExistingFile);
   command->add_option("--checkpoint-dir", flags->checkpoint_dir,
                       "Where SaveCheckpoint writes step directories (overrides --options)");
-  command->add_option("--keep-last", flags->keep_last,
-                      "Step directories kept, 0 = all (overrides --options)")
+  command
+      ->add_option("--keep-last", flags->keep_last,
+                   "Step directories kept, 0 = all (overrides --options)")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--resume", flags->resume,
-                      "Checkpoint to resume from: a step directory or a checkpoint root")
+  command
+      ->add_option("--resume", flags->resume,
+                   "Checkpoint to resume from: a step directory or a checkpoint root")
       ->check(CLI::ExistingDirectory);
   command->callback([flags, command] {
     flags->mode_given = command->count("--mode") > 0;

@@ -97,16 +97,16 @@ CollectiveGroup::~CollectiveGroup() = default;
 absl::StatusOr<std::unique_ptr<CollectiveGroup>> CollectiveGroup::Create(
     const CollectiveGroupOptions& options) {
   if (options.world_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("world_size must be >= 1, got ",
-                                                   options.world_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("world_size must be >= 1, got ", options.world_size));
   }
   if (options.rank < 0 || options.rank >= options.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("rank must be in [0, ", options.world_size,
-                                                   "), got ", options.rank));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank must be in [0, ", options.world_size, "), got ", options.rank));
   }
   if (options.master_port < 1 || options.master_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("master_port must be in [1, 65535], got ",
-                                                   options.master_port));
+    return absl::InvalidArgumentError(
+        absl::StrCat("master_port must be in [1, 65535], got ", options.master_port));
   }
   if (options.master_addr.empty()) return absl::InvalidArgumentError("master_addr is empty");
   if (options.timeout.count() <= 0) return absl::InvalidArgumentError("timeout must be > 0");

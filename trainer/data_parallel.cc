@@ -70,7 +70,8 @@ absl::StatusOr<DistributedEnv> ParseDistributedEnv(
   if (!master_addr || master_addr->empty()) {
     return absl::InvalidArgumentError("environment variable MASTER_ADDR is not set");
   }
-  if (!master_port) return absl::InvalidArgumentError("environment variable MASTER_PORT is not set");
+  if (!master_port)
+    return absl::InvalidArgumentError("environment variable MASTER_PORT is not set");
   absl::StatusOr<int> parsed_port = ParseIntVariable("MASTER_PORT", *master_port);
   if (!parsed_port.ok()) return parsed_port.status();
   if (*parsed_port < 1 || *parsed_port > 65535) {
@@ -109,8 +110,7 @@ absl::StatusOr<std::unique_ptr<DataParallelReducer>> DataParallelReducer::Create
   group_options.store_prefix = options.store_prefix;
   absl::StatusOr<std::unique_ptr<CollectiveGroup>> group = CollectiveGroup::Create(group_options);
   if (!group.ok()) return group.status();
-  return std::unique_ptr<DataParallelReducer>(
-      new DataParallelReducer(*std::move(group), options));
+  return std::unique_ptr<DataParallelReducer>(new DataParallelReducer(*std::move(group), options));
 }
 
 absl::Status DataParallelReducer::AllReduceSum(std::vector<torch::Tensor>& grads) {

@@ -71,8 +71,8 @@ class DataParallelReducer final : public GradientReducer {
   // Sums `grads` across ranks in place. Buckets are formed in the order of `grads` (tensors of
   // one dtype together), so the layout, and each element's sum, is the same on every rank; all
   // ranks end with the same bits. Each call first checks (one 16-byte collective) that the ranks
-  // agree on the layout (count, shapes, dtypes): FailedPrecondition if not. InvalidArgument for an undefined
-  // or non-CPU gradient.
+  // agree on the layout (count, shapes, dtypes): FailedPrecondition if not. InvalidArgument for an
+  // undefined or non-CPU gradient.
   absl::Status AllReduceSum(std::vector<torch::Tensor>& grads) override;
 
   // Sum of `value` over ranks (fp64).

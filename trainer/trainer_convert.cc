@@ -88,8 +88,7 @@ void ToProto(const StepMetrics& metrics, v1::StepMetrics* proto) {
   proto->set_micro_batches(metrics.micro_batches);
 }
 
-void ToProto(const std::vector<std::vector<float>>& logprobs,
-             v1::ComputeLogprobsResponse* proto) {
+void ToProto(const std::vector<std::vector<float>>& logprobs, v1::ComputeLogprobsResponse* proto) {
   for (const std::vector<float>& sequence : logprobs) {
     proto->add_sequences()->mutable_logprobs()->Add(sequence.begin(), sequence.end());
   }

@@ -54,7 +54,8 @@ void TrainerService::RefreshSnapshot() {
   snapshot.weight_version = trainer_->weight_version();
   snapshot.data_cursor = trainer_->data_cursor();
   snapshot.resumed_from = trainer_->resumed_from();
-  for (const auto& [name, tensor] : trainer_->Parameters()) snapshot.num_parameters += tensor.numel();
+  for (const auto& [name, tensor] : trainer_->Parameters())
+    snapshot.num_parameters += tensor.numel();
   std::lock_guard<std::mutex> lock(snapshot_mu_);
   snapshot_ = std::move(snapshot);
 }
@@ -106,9 +107,9 @@ grpc::ServerUnaryReactor* TrainerService::SftStep(grpc::CallbackServerContext* c
   });
 }
 
-grpc::ServerUnaryReactor* TrainerService::ComputeLogprobs(
-    grpc::CallbackServerContext* context, const v1::ComputeLogprobsRequest* request,
-    v1::ComputeLogprobsResponse* response) {
+grpc::ServerUnaryReactor* TrainerService::ComputeLogprobs(grpc::CallbackServerContext* context,
+                                                          const v1::ComputeLogprobsRequest* request,
+                                                          v1::ComputeLogprobsResponse* response) {
   return Enqueue(context, [this, request, response]() -> absl::Status {
     absl::StatusOr<LogprobsQuery> query = FromProto(*request);
     if (!query.ok()) return query.status();
@@ -154,9 +155,8 @@ grpc::ServerUnaryReactor* TrainerService::JoinWeightSync(grpc::CallbackServerCon
                                                          v1::JoinWeightSyncResponse* response) {
   return Enqueue(context, [this, request, response]() -> absl::Status {
     if (request->rank() != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("rank: the trainer is rank 0 of the weight-sync group, got ",
-                       request->rank()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rank: the trainer is rank 0 of the weight-sync group, got ", request->rank()));
     }
     if (request->timeout_ms() < 0 || request->bucket_bytes() < 0) {
       return absl::InvalidArgumentError("timeout_ms and bucket_bytes must be >= 0 (0 = default)");

@@ -70,8 +70,8 @@ absl::StatusOr<ModeResult> RunMode(const ModelConfig& config, NumericMode mode,
   ModeResult result;
   result.seconds_per_step = 1e30;
   for (int i = 0; i < warmup + steps; ++i) {
-    std::vector<trainer::Rollout> batch = MakeBatch(num_sequences, seq_len, config.vocab_size,
-                                                    (*trainer)->weight_version(), i);
+    std::vector<trainer::Rollout> batch =
+        MakeBatch(num_sequences, seq_len, config.vocab_size, (*trainer)->weight_version(), i);
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<trainer::StepMetrics> metrics = (*trainer)->TrainStep(batch);
     const double seconds =
@@ -120,11 +120,12 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const int64_t tokens = micro_batch_tokens / seq_len * seq_len;
-  std::printf("bench_trainer: qwen3 %s (%.1fM params), %lld tokens per step (%lld x %lld), %d "
-              "threads\n",
-              preset.c_str(), config->NumParameters() / 1e6, static_cast<long long>(tokens),
-              static_cast<long long>(micro_batch_tokens / seq_len),
-              static_cast<long long>(seq_len), torch::get_num_threads());
+  std::printf(
+      "bench_trainer: qwen3 %s (%.1fM params), %lld tokens per step (%lld x %lld), %d "
+      "threads\n",
+      preset.c_str(), config->NumParameters() / 1e6, static_cast<long long>(tokens),
+      static_cast<long long>(micro_batch_tokens / seq_len), static_cast<long long>(seq_len),
+      torch::get_num_threads());
   const double blas = BlasGflops(blas_seconds);
   std::printf("  %-40s %12.1f\n", "blas_gflops (512x1024x1024 matmul)", blas);
   std::fflush(stdout);

@@ -87,8 +87,7 @@ int Run(int argc, char** argv) {
   options.lr = 1e-3;
   options.grad_clip = 1.0;
   options.micro_batch_tokens = 24;  // several micro-batches per rank
-  absl::StatusOr<std::unique_ptr<Trainer>> trainer =
-      Trainer::Create(model, options, reducer.get());
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(model, options, reducer.get());
   if (!trainer.ok()) return Fail(trainer.status());
 
   if (reducer != nullptr) {

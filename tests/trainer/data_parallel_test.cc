@@ -82,11 +82,16 @@ TEST(DistributedEnvTest, ErrorsNameTheVariable) {
     std::string variable;
     std::optional<std::string> value;  // nullopt: unset
   };
-  const std::vector<Case> cases = {{"RANK", std::nullopt},        {"RANK", "x"},
-                                   {"RANK", "2"},                 {"RANK", "-1"},
-                                   {"WORLD_SIZE", std::nullopt},  {"WORLD_SIZE", "0"},
-                                   {"WORLD_SIZE", "2.5"},         {"MASTER_PORT", std::nullopt},
-                                   {"MASTER_PORT", "70000"},      {"MASTER_PORT", "port"},
+  const std::vector<Case> cases = {{"RANK", std::nullopt},
+                                   {"RANK", "x"},
+                                   {"RANK", "2"},
+                                   {"RANK", "-1"},
+                                   {"WORLD_SIZE", std::nullopt},
+                                   {"WORLD_SIZE", "0"},
+                                   {"WORLD_SIZE", "2.5"},
+                                   {"MASTER_PORT", std::nullopt},
+                                   {"MASTER_PORT", "70000"},
+                                   {"MASTER_PORT", "port"},
                                    {"MASTER_ADDR", std::nullopt}};
   for (const Case& test_case : cases) {
     std::map<std::string, std::string> variables = good;

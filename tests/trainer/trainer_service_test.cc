@@ -220,23 +220,31 @@ TEST_F(TrainerServiceTest, BadInputIsInvalidArgumentAndLeavesTheTrainerUnchanged
     std::string expected_words;  // the message names the problem
   };
   const std::vector<Case> cases = {
-      {"length mismatch", [](v1::TrainStepRequest& r) {
+      {"length mismatch",
+       [](v1::TrainStepRequest& r) {
          r.mutable_rollouts(1)->mutable_behaviour_logprobs()->RemoveLast();
-       }, "rollout 1"},
-      {"NaN advantage", [](v1::TrainStepRequest& r) {
+       },
+       "rollout 1"},
+      {"NaN advantage",
+       [](v1::TrainStepRequest& r) {
          r.mutable_rollouts(2)->set_advantage(std::numeric_limits<double>::quiet_NaN());
-       }, "advantage"},
-      {"infinite advantage", [](v1::TrainStepRequest& r) {
+       },
+       "advantage"},
+      {"infinite advantage",
+       [](v1::TrainStepRequest& r) {
          r.mutable_rollouts(0)->set_advantage(std::numeric_limits<double>::infinity());
-       }, "advantage"},
+       },
+       "advantage"},
       {"empty batch", [](v1::TrainStepRequest& r) { r.clear_rollouts(); }, "empty"},
-      {"unknown version", [](v1::TrainStepRequest& r) {
-         r.mutable_rollouts(3)->set_weight_versions(0, 5);
-       }, "version"},
-      {"over-long sequence", [](v1::TrainStepRequest& r) {
+      {"unknown version",
+       [](v1::TrainStepRequest& r) { r.mutable_rollouts(3)->set_weight_versions(0, 5); },
+       "version"},
+      {"over-long sequence",
+       [](v1::TrainStepRequest& r) {
          v1::Rollout* rollout = r.mutable_rollouts(1);
          for (int64_t j = 0; j < kMaxSequenceLength; ++j) rollout->add_prompt_token_ids(1);
-       }, "rollout 1"},
+       },
+       "rollout 1"},
   };
   const std::vector<float> probe_before = ProbeLogprobs();
   for (const Case& test_case : cases) {
@@ -429,13 +437,21 @@ TEST_F(TrainerServiceTest, ServeCommandResumesAndReportsTheDataCursor) {
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, out[0]);
   // Under timeout(1), so that a server that never starts cannot hang the test.
-  const std::vector<std::string> args = {"/usr/bin/timeout", "120", LOCKSTEP_BINARY,
-                                         "serve", "trainer",
-                                         "--model", model_dir.string(),
-                                         "--resume", (dir_ / "checkpoints").string(),
-                                         "--checkpoint-dir", (dir_ / "checkpoints").string(),
-                                         "--auth-token-file", token_file.string(),
-                                         "--port", "0"};
+  const std::vector<std::string> args = {"/usr/bin/timeout",
+                                         "120",
+                                         LOCKSTEP_BINARY,
+                                         "serve",
+                                         "trainer",
+                                         "--model",
+                                         model_dir.string(),
+                                         "--resume",
+                                         (dir_ / "checkpoints").string(),
+                                         "--checkpoint-dir",
+                                         (dir_ / "checkpoints").string(),
+                                         "--auth-token-file",
+                                         token_file.string(),
+                                         "--port",
+                                         "0"};
   std::vector<char*> argv;
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
