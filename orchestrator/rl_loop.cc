@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,7 +37,13 @@ RlLoop::RlLoop(RlLoopOptions options, RlServices services, const Dataset* datase
       step_(start_step),
       next_prompt_index_(start_step * options_.prompts_per_step) {}
 
-RlLoop::~RlLoop() = default;
+RlLoop::~RlLoop() {
+  // Generation calls still in flight (after an error or a stop) end within their deadline; their
+  // callbacks use the scorer and tokenizer, which the caller destroys after the loop.
+  if (!queue_->WaitForCallbacks(options_.generate_timeout)) {
+    std::fprintf(stderr, "lockstep run: generation calls still running at shutdown\n");
+  }
+}
 
 absl::Status RlLoop::Run(const StepCallback& on_step, const CheckpointFn& checkpoint,
                          const std::function<bool()>& stop) {
@@ -187,7 +194,10 @@ absl::Status RlLoop::SubmitPrompt() {
       [queue, scorer, tokenizer, index](
           absl::StatusOr<std::vector<v1::GenerateResponse>> samples) {
         std::shared_ptr<PromptInFlight> prompt = queue->MarkGenerated(index, std::move(samples));
-        if (prompt == nullptr || prompt->samples.empty()) return;
+        if (prompt == nullptr || prompt->samples.empty()) {
+          queue->CallbackDone();
+          return;
+        }
         // Score in the background: rewards never block generation or the loop.
         std::vector<rewards::RewardInput> items;
         for (const v1::GenerateResponse& sample : prompt->samples) {
@@ -208,6 +218,7 @@ absl::Status RlLoop::SubmitPrompt() {
         scorer->ScoreAsync(std::move(items), [queue, index](std::vector<rewards::ItemOutcome> o) {
           queue->MarkScored(index, std::move(o));
         });
+        queue->CallbackDone();
       });
   return absl::OkStatus();
 }

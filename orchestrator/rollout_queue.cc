@@ -16,7 +16,22 @@ void RolloutQueue::Push(std::shared_ptr<PromptInFlight> prompt) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t g = prompt->generator;
   if (calls_in_flight_[g]++ == 0) idle_[g] += absl::Now() - idle_since_[g];
+  ++callbacks_pending_;
   queue_.push_back(std::move(prompt));
+}
+
+void RolloutQueue::CallbackDone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --callbacks_pending_;
+  changed_.notify_all();
+}
+
+bool RolloutQueue::WaitForCallbacks(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return changed_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                           [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                             return callbacks_pending_ == 0;
+                           });
 }
 
 absl::Duration RolloutQueue::TakeGeneratorIdle(int64_t g) {

@@ -81,6 +81,12 @@ class RolloutQueue {
   // Time generator `g` had no call in flight since the last TakeGeneratorIdle(g).
   absl::Duration TakeGeneratorIdle(int64_t g);
 
+  // Generation callbacks: Push counts one; the callback calls CallbackDone as its last action.
+  // WaitForCallbacks blocks until none is left or `timeout` passes; false on timeout. The loop
+  // waits before it goes away, because callbacks use the loop's scorer and tokenizer.
+  void CallbackDone();
+  bool WaitForCallbacks(absl::Duration timeout);
+
  private:
   std::shared_ptr<PromptInFlight> Find(int64_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -92,6 +98,7 @@ class RolloutQueue {
   std::vector<int64_t> calls_in_flight_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Duration> idle_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Time> idle_since_ ABSL_GUARDED_BY(mu_);
+  int64_t callbacks_pending_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lockstep::orchestrator
