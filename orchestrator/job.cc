@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -112,12 +113,12 @@ absl::StatusOr<TaskData> LoadTaskData(const JobConfig& config) {
   if (config.data.task == "arithmetic") {
     ArithmeticTaskOptions options;
     options.max_operand = config.data.max_operand;
-    options.eval_size = config.data.eval_size;
+    options.eval_size = std::max<int64_t>(1, config.data.eval_size);
     options.seed = static_cast<uint64_t>(config.job.seed);
     absl::StatusOr<ArithmeticTask> task = MakeArithmeticTask(options);
     if (!task.ok()) return task.status();
     data.train = std::make_unique<Dataset>(std::move(task->train));
-    data.eval = std::make_unique<Dataset>(std::move(task->eval));
+    if (config.data.eval_size > 0) data.eval = std::make_unique<Dataset>(std::move(task->eval));
     return data;
   }
   absl::StatusOr<Dataset> train = LoadJsonlDataset(config.data.train_file);
@@ -317,6 +318,11 @@ absl::Status Job::Sync(int64_t version) {
 
 absl::Status Job::WarmStart(DatasetIterator& sft_iterator) {
   const absl::Time start = absl::Now();
+  if (config_.sft.steps > 0 && config_.sft.lr != config_.trainer.lr) {
+    // Trainer.SftStep has no learning rate of its own: the trainer's schedule applies.
+    Log(absl::StrCat("note: SFT runs at the trainer's learning rate ", config_.trainer.lr,
+                     " ([sft] lr = ", config_.sft.lr, " is not used)"));
+  }
   double loss = 0;
   int64_t version = 0;
   for (int64_t step = 0; step < config_.sft.steps; ++step) {
