@@ -40,6 +40,9 @@ absl::Status RunServeGenerator(const ServeGeneratorFlags& flags) {
   generator::GeneratorServiceOptions service_options;
   service_options.eos_token_id = (*model)->config().eos_token_id;
   service_options.auth_token = *token;
+  // Weight sync (JoinWeightSync / ReceiveWeights): the model's parameter set and dtype.
+  service_options.weight_manifest = weight_sync::ManifestOf(StateDict(**model));
+  service_options.weight_dtype = (*model)->options().compute_dtype;
   generator::GeneratorService service(&loop, service_options);
   std::printf("generator: %s, %lld KV blocks, mode %s\n", flags.run.model_dir.c_str(),
               static_cast<long long>(loop.status().num_kv_blocks), flags.run.mode.c_str());

@@ -93,6 +93,10 @@ class Engine {
   // the model at the next Step: the caller must not change those tensors until then. Thread-safe.
   absl::Status InstallWeights(TensorMap state, int64_t version);
 
+  // Applies staged weights now, if any (Step does this first anyway). Lets the engine thread
+  // apply a swap on its own and time it (EngineLoop::SwapWeights). Engine thread only.
+  absl::Status ApplyStagedWeights();
+
   int64_t weight_version() const { return weight_version_; }
   const BlockManager& block_manager() const { return block_manager_; }
   int64_t num_waiting() const { return scheduler_.num_waiting(); }
@@ -110,7 +114,6 @@ class Engine {
   };
 
   Engine(std::shared_ptr<Transformer> model, const EngineOptions& options, int64_t num_blocks);
-  absl::Status ApplyStagedWeights();
   // Finishes seq (frees its blocks) and queues its output.
   void FinishSample(Sequence* seq, FinishReason reason);
   FinishReason StopReason(const Sequence& seq) const;

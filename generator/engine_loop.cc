@@ -1,5 +1,6 @@
 #include "generator/engine_loop.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -49,24 +50,67 @@ absl::Status EngineLoop::InstallWeights(TensorMap state, int64_t version) {
   return s;
 }
 
+absl::StatusOr<double> EngineLoop::SwapWeights(TensorMap state, int64_t version) {
+  auto done = std::make_shared<std::promise<absl::StatusOr<double>>>();
+  std::future<absl::StatusOr<double>> applied = done->get_future();
+  std::optional<PendingSwap> replaced;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return absl::UnavailableError("generator is shutting down");
+    replaced.swap(swap_);
+    swap_ = PendingSwap{std::move(state), version, std::move(done)};
+  }
+  if (replaced.has_value()) {
+    replaced->done->set_value(absl::AbortedError(absl::StrCat("weights version ", replaced->version,
+                                                              " were replaced by version ", version,
+                                                              " before they were applied")));
+  }
+  wake_.notify_all();
+  return applied.get();
+}
+
+void EngineLoop::ApplySwap(PendingSwap swap) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = engine_->InstallWeights(std::move(swap.state), swap.version);
+  if (status.ok()) status = engine_->ApplyStagedWeights();
+  const double pause_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  PublishStatus();  // status() shows the new version by the time SwapWeights returns
+  if (status.ok()) {
+    swap.done->set_value(pause_ms);
+  } else {
+    swap.done->set_value(status);
+  }
+}
+
 void EngineLoop::Run() {
   PublishStatus();
   while (true) {
     std::vector<Submission> submissions;
     std::vector<int64_t> cancels;
+    std::optional<PendingSwap> swap;
     bool stopping;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // Sleep only when there is nothing to admit, cancel or step.
       wake_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return stopping_ || !submissions_.empty() || !cancels_.empty() || engine_->HasUnfinished();
+        return stopping_ || !submissions_.empty() || !cancels_.empty() || swap_.has_value() ||
+               engine_->HasUnfinished();
       });
       submissions.swap(submissions_);
       cancels.swap(cancels_);
+      swap.swap(swap_);
       stopping = stopping_;
     }
     AdmitSubmissions(std::move(submissions));  // before cancels: a ticket may be cancelled at once
     ApplyCancels(cancels);
+    if (swap.has_value()) {
+      if (stopping) {
+        swap->done->set_value(absl::UnavailableError("generator is shutting down"));
+      } else {
+        ApplySwap(*std::move(swap));
+      }
+    }
     if (stopping) {
       FailAll(absl::UnavailableError("generator is shutting down"));
       PublishStatus();

@@ -6,6 +6,7 @@
 //   EngineLoop loop(std::move(engine));
 //   int64_t ticket = loop.Submit(request, {.on_sample = ..., .on_done = ...});
 //   loop.Cancel(ticket);  // optional: aborts the samples still running, frees their blocks
+//   absl::StatusOr<double> pause_ms = loop.SwapWeights(staged, version);  // between two steps
 //
 // Callbacks run on the loop thread and must not block for long or call back into the loop
 // while holding their own locks that the submitter holds too.
@@ -16,9 +17,11 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -68,6 +71,14 @@ class EngineLoop {
   // Stages weights on the engine (Engine::InstallWeights is thread-safe). Thread-safe.
   absl::Status InstallWeights(TensorMap state, int64_t version);
 
+  // Hands `state` to the loop thread, which installs and applies it between two engine steps,
+  // and blocks until it did. Returns the milliseconds the loop thread spent on it: the
+  // generation stall the swap caused (requests in flight continue afterwards; their later
+  // tokens carry `version`). InvalidArgument (nothing applied) when the engine rejects the
+  // tensors; Aborted when a later SwapWeights replaced this one before it was applied;
+  // Unavailable when the loop shuts down first. Thread-safe; must not be called from a callback.
+  absl::StatusOr<double> SwapWeights(TensorMap state, int64_t version);
+
  private:
   struct Submission {
     int64_t ticket;
@@ -80,7 +91,15 @@ class EngineLoop {
     RequestCallbacks callbacks;
   };
 
+  struct PendingSwap {
+    TensorMap state;
+    int64_t version = 0;
+    std::shared_ptr<std::promise<absl::StatusOr<double>>> done;
+  };
+
   void Run();
+  // Loop thread: installs and applies the swap, timing it.
+  void ApplySwap(PendingSwap swap);
   // Loop-thread helpers.
   void AdmitSubmissions(std::vector<Submission> submissions);
   void ApplyCancels(const std::vector<int64_t>& tickets);
@@ -98,6 +117,7 @@ class EngineLoop {
   int64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Submission> submissions_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> cancels_ ABSL_GUARDED_BY(mu_);
+  std::optional<PendingSwap> swap_ ABSL_GUARDED_BY(mu_);
   EngineLoopStatus status_ ABSL_GUARDED_BY(mu_);
 
   std::thread thread_;  // last: starts after everything above exists

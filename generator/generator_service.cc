@@ -3,10 +3,13 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/auth.h"
 #include "generator/generator_convert.h"
+#include "model/safetensors.h"
 
 namespace lockstep::generator {
 namespace {
@@ -131,6 +134,112 @@ grpc::ServerUnaryReactor* GeneratorService::GetStatus(grpc::CallbackServerContex
   if (auth.ok()) ToProto(loop_->status(), response);
   reactor->Finish(auth);
   return reactor;
+}
+
+GeneratorService::~GeneratorService() {
+  std::unique_lock<std::mutex> lock(sync_mu_);
+  sync_idle_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !sync_busy_; });
+}
+
+void GeneratorService::RunSyncCall(grpc::ServerUnaryReactor* reactor,
+                                   std::function<absl::Status()> work) {
+  {
+    std::lock_guard<std::mutex> lock(sync_mu_);
+    if (sync_busy_) {
+      reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(
+          "another weight-sync call (JoinWeightSync/ReceiveWeights) is in progress")));
+      return;
+    }
+    sync_busy_ = true;
+  }
+  // The collectives block for up to the group's timeout: never on a gRPC callback thread.
+  std::thread([this, reactor, work = std::move(work)] {
+    const absl::Status status = work();
+    reactor->Finish(ToGrpcStatus(status));
+    {
+      std::lock_guard<std::mutex> lock(sync_mu_);
+      sync_busy_ = false;
+    }
+    sync_idle_.notify_all();
+  }).detach();
+}
+
+grpc::ServerUnaryReactor* GeneratorService::JoinWeightSync(grpc::CallbackServerContext* context,
+                                                           const v1::JoinWeightSyncRequest* request,
+                                                           v1::JoinWeightSyncResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const grpc::Status auth = CheckAuth(*context, options_.auth_token);
+  if (!auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
+  RunSyncCall(reactor, [this, request, response] { return DoJoin(*request, response); });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GeneratorService::ReceiveWeights(grpc::CallbackServerContext* context,
+                                                           const v1::ReceiveWeightsRequest* request,
+                                                           v1::WeightSyncResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const grpc::Status auth = CheckAuth(*context, options_.auth_token);
+  if (!auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
+  RunSyncCall(reactor, [this, request, response] { return DoReceive(*request, response); });
+  return reactor;
+}
+
+absl::Status GeneratorService::DoJoin(const v1::JoinWeightSyncRequest& request,
+                                      v1::JoinWeightSyncResponse* response) {
+  if (options_.weight_manifest.entries.empty()) {
+    return absl::FailedPreconditionError("this generator was started without a weight manifest");
+  }
+  if (request.rank() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank: a generator is rank >= 1 (0 is the trainer), got ", request.rank()));
+  }
+  if (request.timeout_ms() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout_ms must be >= 0, got ", request.timeout_ms()));
+  }
+  weight_sync::GroupOptions options;
+  options.store_host = request.store_host().empty() ? "127.0.0.1" : request.store_host();
+  options.store_port = request.store_port();
+  options.rank = request.rank();
+  options.world_size = request.world_size();
+  if (!request.group_name().empty()) options.group_name = request.group_name();
+  if (request.timeout_ms() > 0) options.timeout = std::chrono::milliseconds(request.timeout_ms());
+  if (request.bucket_bytes() != 0) options.bucket_bytes = request.bucket_bytes();
+  options.verify = request.verify();
+  if (absl::Status s = options.Validate(); !s.ok()) return s;
+  group_.reset();  // a re-formed group replaces the old one (a broken one is abandoned)
+  absl::StatusOr<std::unique_ptr<weight_sync::WeightSyncGroup>> group =
+      weight_sync::WeightSyncGroup::Join(options, options_.weight_manifest);
+  if (!group.ok()) return group.status();
+  group_ = *std::move(group);
+  response->set_num_parameters(static_cast<int64_t>(group_->manifest().entries.size()));
+  response->set_num_buckets(group_->num_buckets());
+  response->set_total_bytes(group_->total_bytes());
+  return absl::OkStatus();
+}
+
+absl::Status GeneratorService::DoReceive(const v1::ReceiveWeightsRequest& request,
+                                         v1::WeightSyncResponse* response) {
+  if (group_ == nullptr) {
+    return absl::FailedPreconditionError("no weight-sync group: call JoinWeightSync first");
+  }
+  // The engine keeps generating meanwhile: Receive fills a staging copy, not the model.
+  absl::StatusOr<TensorMap> staged = group_->Receive(request.version(), options_.weight_dtype);
+  if (!staged.ok()) return staged.status();
+  const double seconds = group_->last_seconds();
+  absl::StatusOr<double> pause_ms = loop_->SwapWeights(*std::move(staged), request.version());
+  if (!pause_ms.ok()) return pause_ms.status();
+  response->set_version(request.version());
+  response->set_bytes(group_->total_bytes());
+  response->set_seconds(seconds);
+  response->set_swap_pause_ms(*pause_ms);
+  return absl::OkStatus();
 }
 
 }  // namespace lockstep::generator

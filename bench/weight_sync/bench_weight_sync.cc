@@ -1,0 +1,284 @@
+// Weight-sync benchmark: broadcast of the base preset's parameters (~100M, fp32) and of a ~500M
+// synthetic set from rank 0 to 1 and 2 receiver processes over loopback Gloo, next to a plain
+// memcpy of the same bytes measured in the same run; and the generation stall of a hot swap of
+// the base preset into a running engine.
+//
+//   build/bench/bench_weight_sync [--json FILE] [--iterations 2] [--skip-large]
+//
+// sync time = rank 0's WeightSyncGroup::Send (version header + every bucket, verify off; the
+// receivers allocate a fresh fp32 staging copy each time, as a generator does).
+// sync_vs_memcpy = sync time / memcpy time (target <= 3 with one receiver).
+// swap_pause_ms = time the engine loop stood still applying the staged base-preset weights
+// between two steps, requests in flight (median of 3; target <= 50 ms).
+// Receivers are this binary re-executed with --peer.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "generator/engine_loop.h"
+#include "model/checkpoint.h"
+#include "nlohmann/json.hpp"
+#include "tests/weight_sync/child_process.h"
+#include "weight_sync/sync_group.h"
+
+namespace lockstep::weight_sync {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Random fp32 tensors with the given manifest (values do not matter for speed).
+TensorMap FilledParams(const Manifest& manifest) {
+  TensorMap params;
+  for (const auto& [name, shape] : manifest.entries) {
+    params[name] = torch::empty(shape, torch::kFloat32).uniform_(-1, 1);
+  }
+  return params;
+}
+
+Manifest BaseManifest() {
+  ModelConfig config = *PresetConfig(Architecture::kQwen3, "base");
+  return ManifestOf(StateDict(*CreateRandomModel(config, 1)));
+}
+
+// ~503M parameters: 40 matrices of 3072 x 4096 plus a few odd-sized vectors.
+Manifest LargeManifest() {
+  Manifest manifest;
+  for (int i = 0; i < 40; ++i) {
+    manifest.entries.push_back({absl::StrCat("layers.", i / 10, i % 10, ".weight"), {3072, 4096}});
+    manifest.entries.push_back({absl::StrCat("layers.", i / 10, i % 10, ".norm"), {4099}});
+  }
+  return manifest;
+}
+
+// Plain memcpy of every tensor into a pre-faulted destination of the same total size.
+double MemcpySeconds(const TensorMap& params, int64_t total_bytes, int iterations) {
+  std::vector<char> destination(static_cast<size_t>(total_bytes));
+  std::memset(destination.data(), 1, destination.size());  // fault the pages in first
+  std::vector<double> times;
+  for (int i = 0; i < iterations + 1; ++i) {
+    const Clock::time_point start = Clock::now();
+    size_t offset = 0;
+    for (const auto& [name, tensor] : params) {
+      const size_t bytes = static_cast<size_t>(tensor.numel()) * 4;
+      std::memcpy(destination.data() + offset, tensor.data_ptr(), bytes);
+      offset += bytes;
+    }
+    if (i > 0) times.push_back(Seconds(start));  // the first pass warms up
+  }
+  return Median(times);
+}
+
+struct SyncFigures {
+  double seconds = 0;
+  int64_t num_buckets = 0;
+};
+
+absl::StatusOr<SyncFigures> MeasureSync(const std::string& set, const Manifest& manifest,
+                                        const TensorMap& params, int receivers, int iterations,
+                                        int64_t bucket_bytes) {
+  const int port = testing::FreeLoopbackPort();
+  const std::string manifest_path =
+      absl::StrCat("/tmp/bench_weight_sync_", getpid(), "_", set, ".manifest");
+  std::ofstream(manifest_path) << EncodeManifest(manifest);
+  const std::string group = absl::StrCat(set, "-", receivers);
+  std::vector<std::unique_ptr<testing::ChildProcess>> peers;
+  for (int r = 1; r <= receivers; ++r) {
+    peers.push_back(std::make_unique<testing::ChildProcess>(std::vector<std::string>{
+        "/proc/self/exe", "--peer", "--port=" + std::to_string(port), "--rank=" + std::to_string(r),
+        "--world_size=" + std::to_string(receivers + 1), "--group=" + group,
+        "--manifest=" + manifest_path, "--iterations=" + std::to_string(iterations + 1),
+        "--bucket_bytes=" + std::to_string(bucket_bytes)}));
+  }
+  GroupOptions options;
+  options.store_port = port;
+  options.world_size = receivers + 1;
+  options.group_name = group;
+  options.bucket_bytes = bucket_bytes;
+  options.timeout = std::chrono::milliseconds(120000);
+  absl::StatusOr<std::unique_ptr<WeightSyncGroup>> sender =
+      WeightSyncGroup::Join(options, manifest);
+  if (!sender.ok()) return sender.status();
+  std::vector<double> times;
+  for (int i = 0; i < iterations + 1; ++i) {
+    const Clock::time_point start = Clock::now();
+    if (absl::Status s = (*sender)->Send(params, i); !s.ok()) return s;
+    if (i > 0) times.push_back(Seconds(start));  // the first round warms up
+  }
+  for (auto& peer : peers) {
+    std::optional<int> code = peer->Wait(std::chrono::milliseconds(60000));
+    if (code != 0) {
+      return absl::InternalError(
+          absl::StrCat("receiver exited with ", code.value_or(-1), ": ", peer->output()));
+    }
+  }
+  std::remove(manifest_path.c_str());
+  return SyncFigures{Median(times), (*sender)->num_buckets()};
+}
+
+int RunPeer(const GroupOptions& base_options, const std::string& manifest_path, int iterations) {
+  std::ifstream in(manifest_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<Manifest> manifest = DecodeManifest(text.str());
+  if (!manifest.ok()) return 3;
+  absl::StatusOr<std::unique_ptr<WeightSyncGroup>> group =
+      WeightSyncGroup::Join(base_options, *manifest);
+  if (!group.ok()) {
+    std::printf("join: %s\n", group.status().ToString().c_str());
+    return 2;
+  }
+  for (int i = 0; i < iterations; ++i) {
+    absl::StatusOr<TensorMap> received = (*group)->Receive(i, torch::kFloat32);
+    if (!received.ok()) {
+      std::printf("receive: %s\n", received.status().ToString().c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
+
+// The engine loop's stall while applying staged base-preset weights, with requests in flight.
+absl::StatusOr<double> MeasureSwapPauseMs() {
+  ModelConfig config = *PresetConfig(Architecture::kQwen3, "base");
+  std::shared_ptr<Transformer> model = CreateRandomModel(config, 1);
+  generator::EngineOptions engine_options;
+  engine_options.kv_cache_bytes = int64_t{64} << 20;
+  absl::StatusOr<std::unique_ptr<generator::Engine>> engine =
+      generator::Engine::Create(model, engine_options);
+  if (!engine.ok()) return engine.status();
+  generator::EngineLoop loop(*std::move(engine));
+  const TensorMap fresh = StateDict(*CreateRandomModel(config, 2));
+  std::vector<double> pauses;
+  for (int version = 1; version <= 3; ++version) {
+    std::atomic<int> done{0};
+    for (int r = 0; r < 2; ++r) {
+      generator::Request request;
+      request.prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+      request.params.max_tokens = 12;
+      request.seed = static_cast<uint64_t>(version * 10 + r);
+      loop.Submit(request, {.on_sample = [](generator::SampleOutput) {},
+                            .on_done = [&done](absl::Status) { ++done; }});
+    }
+    while (loop.status().num_running == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // A staging copy, as ReceiveWeights hands over (the engine keeps it until applied).
+    TensorMap staged;
+    for (const auto& [name, tensor] : fresh) staged[name] = tensor.clone();
+    absl::StatusOr<double> pause_ms = loop.SwapWeights(std::move(staged), version);
+    if (!pause_ms.ok()) return pause_ms.status();
+    pauses.push_back(*pause_ms);
+    while (done.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return Median(pauses);
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"weight-sync benchmark"};
+  std::string json_path;
+  int iterations = 2;
+  bool skip_large = false;
+  int64_t bucket_bytes = int64_t{256} << 20;
+  // Peer (receiver) mode.
+  bool peer = false;
+  GroupOptions peer_options;
+  std::string manifest_path;
+  app.add_option("--json", json_path, "Write results as JSON here");
+  app.add_option("--iterations", iterations, "Timed broadcasts per case (after one warm-up)");
+  app.add_option("--bucket_bytes", bucket_bytes, "Bucket size")->capture_default_str();
+  app.add_flag("--skip-large", skip_large, "Only the base preset");
+  app.add_flag("--peer", peer)->group("");
+  app.add_option("--port", peer_options.store_port)->group("");
+  app.add_option("--rank", peer_options.rank)->group("");
+  app.add_option("--world_size", peer_options.world_size)->group("");
+  app.add_option("--group", peer_options.group_name)->group("");
+  app.add_option("--manifest", manifest_path)->group("");
+  CLI11_PARSE(app, argc, argv);
+  if (peer) {
+    peer_options.bucket_bytes = bucket_bytes;
+    peer_options.timeout = std::chrono::milliseconds(120000);
+    return RunPeer(peer_options, manifest_path, iterations);
+  }
+
+  nlohmann::json json = {{"bucket_bytes", bucket_bytes}, {"iterations", iterations}};
+  std::printf("bench_weight_sync: loopback Gloo, bucket %lld MiB, median of %d\n",
+              static_cast<long long>(bucket_bytes >> 20), iterations);
+  std::printf("  %-24s %9s %10s %9s %9s %10s %9s %8s\n", "set", "receivers", "MB", "buckets",
+              "sync s", "sync GB/s", "memcpy s", "ratio");
+  double headline_gbps = 1e30, headline_ratio = 0;
+  std::vector<std::pair<std::string, Manifest>> sets = {{"base", BaseManifest()}};
+  if (!skip_large) sets.push_back({"synthetic_500m", LargeManifest()});
+  for (const auto& [set, manifest] : sets) {
+    TensorMap params = FilledParams(manifest);
+    const int64_t bytes = manifest.num_elements() * 4;
+    const double memcpy_seconds = MemcpySeconds(params, bytes, iterations);
+    for (int receivers : {1, 2}) {
+      absl::StatusOr<SyncFigures> sync =
+          MeasureSync(set, manifest, params, receivers, iterations, bucket_bytes);
+      if (!sync.ok()) {
+        std::fprintf(stderr, "%s x%d: %s\n", set.c_str(), receivers,
+                     sync.status().ToString().c_str());
+        return 1;
+      }
+      const double gbps = bytes / sync->seconds / 1e9;
+      const double ratio = sync->seconds / memcpy_seconds;
+      std::printf("  %-24s %9d %10.1f %9lld %9.3f %10.2f %9.3f %8.2f\n", set.c_str(), receivers,
+                  bytes / 1e6, static_cast<long long>(sync->num_buckets), sync->seconds, gbps,
+                  memcpy_seconds, ratio);
+      json["cases"].push_back({{"set", set},
+                               {"parameters", manifest.num_elements()},
+                               {"bytes", bytes},
+                               {"receivers", receivers},
+                               {"buckets", sync->num_buckets},
+                               {"sync_seconds", sync->seconds},
+                               {"sync_gbps", gbps},
+                               {"memcpy_seconds", memcpy_seconds},
+                               {"memcpy_gbps", bytes / memcpy_seconds / 1e9},
+                               {"sync_vs_memcpy", ratio}});
+      if (receivers == 1) {
+        headline_gbps = std::min(headline_gbps, gbps);
+        headline_ratio = std::max(headline_ratio, ratio);
+      }
+    }
+  }
+  // Headline: the worst one-receiver case.
+  json["sync_gbps"] = headline_gbps;
+  json["sync_vs_memcpy"] = headline_ratio;
+  absl::StatusOr<double> pause_ms = MeasureSwapPauseMs();
+  if (!pause_ms.ok()) {
+    std::fprintf(stderr, "swap pause: %s\n", pause_ms.status().ToString().c_str());
+    return 1;
+  }
+  json["swap_pause_ms"] = *pause_ms;
+  std::printf("  worst 1-receiver case: %.2f GB/s, sync/memcpy %.2f (target <= 3)\n", headline_gbps,
+              headline_ratio);
+  std::printf("  swap pause (base preset, requests in flight): %.1f ms (target <= 50)\n",
+              *pause_ms);
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << json.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace lockstep::weight_sync
+
+int main(int argc, char** argv) { return lockstep::weight_sync::Main(argc, argv); }
