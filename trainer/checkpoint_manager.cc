@@ -8,9 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
@@ -19,9 +18,9 @@ namespace lockstep::trainer {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kTokenizerFiles[] = {"tokenizer.json",          "tokenizer_config.json",
-                                           "special_tokens_map.json", "vocab.json",
-                                           "merges.txt",              "generation_config.json"};
+constexpr const char* kTokenizerFiles[] = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+    "merges.txt",     "generation_config.json"};
 
 std::string Hex(const unsigned char* bytes, unsigned int length) {
   static const char* digits = "0123456789abcdef";
@@ -182,8 +181,8 @@ absl::StatusOr<fs::path> CheckpointManager::Save(int64_t step, const Transformer
     fs::remove_all(final_dir, error);
     fs::rename(tmp, final_dir, error);
     if (error) {
-      s = absl::InternalError(absl::StrCat(tmp.string(), ": cannot rename to ",
-                                           final_dir.string(), ": ", error.message()));
+      s = absl::InternalError(absl::StrCat(tmp.string(), ": cannot rename to ", final_dir.string(),
+                                           ": ", error.message()));
     }
   }
   if (s.ok()) s = SyncDirectory(root_);
@@ -223,8 +222,8 @@ absl::Status CheckpointManager::Verify(const fs::path& step_dir) {
   }
   const fs::path manifest_path = step_dir / kManifestFileName;
   if (!fs::exists(manifest_path)) {
-    return absl::DataLossError(absl::StrCat(manifest_path.string(),
-                                            ": missing (torn or incomplete checkpoint)"));
+    return absl::DataLossError(
+        absl::StrCat(manifest_path.string(), ": missing (torn or incomplete checkpoint)"));
   }
   absl::StatusOr<std::string> text = ReadFile(manifest_path);
   if (!text.ok()) return text.status();
@@ -252,8 +251,9 @@ absl::Status CheckpointManager::Verify(const fs::path& step_dir) {
       const uint64_t expected_bytes = entry.at("bytes").get<uint64_t>();
       const uint64_t bytes = fs::file_size(file);
       if (bytes != expected_bytes) {
-        return absl::DataLossError(absl::StrCat(file.string(), ": ", bytes, " bytes, manifest says ",
-                                                expected_bytes, " (truncated or changed)"));
+        return absl::DataLossError(absl::StrCat(file.string(), ": ", bytes,
+                                                " bytes, manifest says ", expected_bytes,
+                                                " (truncated or changed)"));
       }
       absl::StatusOr<std::string> sha = Sha256File(file);
       if (!sha.ok()) return sha.status();
@@ -287,16 +287,16 @@ absl::StatusOr<LoadedCheckpoint> CheckpointManager::Load(const fs::path& path) {
       }
     }
     if (dir.empty()) {
-      return absl::NotFoundError(absl::StrCat(root.string(),
-                                              ": no valid checkpoint; newest failure: ",
-                                              last.message()));
+      return absl::NotFoundError(
+          absl::StrCat(root.string(), ": no valid checkpoint; newest failure: ", last.message()));
     }
   } else if (absl::Status s = Verify(dir); !s.ok()) {
     return s;
   }
   LoadedCheckpoint out;
   out.dir = dir;
-  absl::StatusOr<TensorMap> model = ReadSafetensorsFile(dir / kSafetensorsFileName, torch::kFloat32);
+  absl::StatusOr<TensorMap> model =
+      ReadSafetensorsFile(dir / kSafetensorsFileName, torch::kFloat32);
   if (!model.ok()) return model.status();
   out.model = std::move(*model);
   absl::StatusOr<TensorMap> optimizer = ReadSafetensorsFile(dir / kOptimizerFileName);

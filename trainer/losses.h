@@ -8,10 +8,10 @@
 #ifndef LOCKSTEP_TRAINER_LOSSES_H_
 #define LOCKSTEP_TRAINER_LOSSES_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "trainer/trainer_options.h"
 

@@ -6,12 +6,12 @@
 #ifndef LOCKSTEP_TRAINER_OPTIMIZER_H_
 #define LOCKSTEP_TRAINER_OPTIMIZER_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "model/safetensors.h"

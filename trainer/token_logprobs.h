@@ -6,10 +6,10 @@
 #ifndef LOCKSTEP_TRAINER_TOKEN_LOGPROBS_H_
 #define LOCKSTEP_TRAINER_TOKEN_LOGPROBS_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/statusor.h"
 #include "model/transformer.h"

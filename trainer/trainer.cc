@@ -1,12 +1,12 @@
 #include "trainer/trainer.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <utility>
-
-#include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
@@ -88,9 +88,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(std::shared_ptr<Transfo
   if (model == nullptr) return absl::InvalidArgumentError("trainer: model is null");
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   if (model->options().numeric_mode != options.mode) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "trainer options: mode is ", NumericModeName(options.mode), " but the model runs in ",
-        NumericModeName(model->options().numeric_mode)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("trainer options: mode is ", NumericModeName(options.mode),
+                     " but the model runs in ", NumericModeName(model->options().numeric_mode)));
   }
   for (const auto& item : model->named_parameters()) {
     if (item.value().scalar_type() != torch::kFloat32) {
@@ -171,8 +171,8 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
           absl::StrCat(r.weight_versions.size(), " weight versions for ", n, " completion tokens"));
     }
     if (!r.loss_mask.empty() && r.loss_mask.size() != n) {
-      return fail(absl::StrCat(r.loss_mask.size(), " loss-mask entries for ", n,
-                               " completion tokens"));
+      return fail(
+          absl::StrCat(r.loss_mask.size(), " loss-mask entries for ", n, " completion tokens"));
     }
     if (!std::isfinite(r.advantage)) {
       return fail(absl::StrCat("advantage is not finite (", r.advantage, ")"));
@@ -193,8 +193,8 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
     masks[i].resize(r.completion_tokens.size());
     int64_t count = 0;
     for (size_t j = 0; j < masks[i].size(); ++j) {
-      const bool in_loss = (r.loss_mask.empty() || r.loss_mask[j] != 0) &&
-                           std::isfinite(r.behaviour_logprobs[j]);
+      const bool in_loss =
+          (r.loss_mask.empty() || r.loss_mask[j] != 0) && std::isfinite(r.behaviour_logprobs[j]);
       masks[i][j] = in_loss ? 1 : 0;
       count += in_loss;
     }
@@ -255,9 +255,9 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
     input.mask = torch::tensor(std::vector<int64_t>(mask.begin(), mask.end()), torch::kInt64)
                      .to(torch::kBool);
     input.cu_seqlens = forward->cu_seqlens;
-    input.weights = AggregationWeights(options_.aggregation, input.mask, input.cu_seqlens,
-                                       global_tokens, global_sequences,
-                                       options_.constant_normalizer);
+    input.weights =
+        AggregationWeights(options_.aggregation, input.mask, input.cu_seqlens, global_tokens,
+                           global_sequences, options_.constant_normalizer);
     if (reference_ != nullptr) {
       torch::NoGradGuard no_grad;
       absl::StatusOr<TokenLogprobs> ref =
@@ -532,15 +532,15 @@ absl::Status Trainer::LoadCheckpoint(const std::string& path) {
   const auto model_parameters = model_->named_parameters();
   for (const auto& [name, tensor] : loaded->model) {
     if (!model_parameters.contains(name) && !(tied && name == "lm_head.weight")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, "/model.safetensors: tensor '", name, "' is not a parameter of the model"));
+      return absl::InvalidArgumentError(absl::StrCat(source, "/model.safetensors: tensor '", name,
+                                                     "' is not a parameter of the model"));
     }
   }
   for (const auto& [name, param] : NamedParameters(*model_)) {
     auto it = loaded->model.find(name);
     if (it == loaded->model.end() || !it->second.sizes().equals(param.sizes())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, "/model.safetensors: tensor '", name, "' is missing or has the wrong shape"));
+      return absl::InvalidArgumentError(absl::StrCat(source, "/model.safetensors: tensor '", name,
+                                                     "' is missing or has the wrong shape"));
     }
   }
   TensorMap reference;
@@ -561,8 +561,8 @@ absl::Status Trainer::LoadCheckpoint(const std::string& path) {
   }
   // The optimizer checks its whole state before changing anything.
   if (absl::Status s = optimizer_->LoadStateDict(loaded->payload.optimizer); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, "/", kOptimizerFileName, ": ",
-                                                   s.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, "/", kOptimizerFileName, ": ", s.message()));
   }
   if (absl::Status s = LoadStateDict(*model_, loaded->model, source); !s.ok()) return s;
   if (reference_ != nullptr) {

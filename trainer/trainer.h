@@ -19,12 +19,12 @@
 #ifndef LOCKSTEP_TRAINER_TRAINER_H_
 #define LOCKSTEP_TRAINER_TRAINER_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -73,14 +73,14 @@ struct StepMetrics {
   double loss = 0;             // summed over ranks
   double grad_norm = 0;        // global, before clipping
   double lr = 0;
-  double entropy = 0;          // mean per loss token (this rank)
-  double ratio_mean = 0;       // mean pi/pi_behaviour over loss tokens (this rank)
-  double ratio_min = 0;        // extremes of the same ratio (1.0 and 1.0 on-policy in
-  double ratio_max = 0;        //   batch-invariant mode)
-  double clipped_fraction = 0; // fraction of loss tokens whose clipped branch was taken
-  int64_t tokens = 0;          // loss tokens (this rank)
-  int64_t sequences = 0;       // rollouts or examples (this rank)
-  double kl = 0;               // mean k3 to the reference per loss token, when kl_coef > 0
+  double entropy = 0;           // mean per loss token (this rank)
+  double ratio_mean = 0;        // mean pi/pi_behaviour over loss tokens (this rank)
+  double ratio_min = 0;         // extremes of the same ratio (1.0 and 1.0 on-policy in
+  double ratio_max = 0;         //   batch-invariant mode)
+  double clipped_fraction = 0;  // fraction of loss tokens whose clipped branch was taken
+  int64_t tokens = 0;           // loss tokens (this rank)
+  int64_t sequences = 0;        // rollouts or examples (this rank)
+  double kl = 0;                // mean k3 to the reference per loss token, when kl_coef > 0
   ParityStats parity;
   double seconds = 0;
   int64_t micro_batches = 0;

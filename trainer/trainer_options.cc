@@ -1,10 +1,9 @@
 #include "trainer/trainer_options.h"
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 
@@ -30,7 +29,7 @@ absl::StatusOr<E> ParseName(const std::string& key, const std::string& value,
 
 const std::set<std::string>& SectionNames() {
   static const std::set<std::string> names = {"model", "optimizer", "lr_schedule",
-                                              "loss", "batching", "checkpoint"};
+                                              "loss",  "batching",  "checkpoint"};
   return names;
 }
 
@@ -132,7 +131,8 @@ absl::Status TrainerOptions::Validate() const {
   if (schedule == ScheduleKind::kCosine && total_steps <= warmup_steps) {
     return Invalid("total_steps", "must exceed warmup_steps for the cosine schedule");
   }
-  if (!(min_lr_ratio >= 0 && min_lr_ratio <= 1)) return Invalid("min_lr_ratio", "must be in [0, 1]");
+  if (!(min_lr_ratio >= 0 && min_lr_ratio <= 1))
+    return Invalid("min_lr_ratio", "must be in [0, 1]");
   if (!(clip_eps_low >= 0 && clip_eps_low < 1)) return Invalid("clip_eps_low", "must be in [0, 1)");
   if (!(clip_eps_high >= 0)) return Invalid("clip_eps_high", "must be >= 0");
   if (!(log_ratio_clamp > 0)) return Invalid("log_ratio_clamp", "must be > 0");
@@ -194,9 +194,7 @@ std::string TrainerOptionsToJson(const TrainerOptions& o) {
   return j.dump(2);
 }
 
-absl::string_view LossKindName(LossKind kind) {
-  return kind == LossKind::kGrpo ? "grpo" : "gspo";
-}
+absl::string_view LossKindName(LossKind kind) { return kind == LossKind::kGrpo ? "grpo" : "gspo"; }
 
 absl::string_view AggregationName(Aggregation aggregation) {
   switch (aggregation) {

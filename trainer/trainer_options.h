@@ -50,8 +50,8 @@ struct TrainerOptions {
   // loss
   LossKind loss = LossKind::kGrpo;
   double clip_eps_low = 0.2;
-  double clip_eps_high = 0.2;      // > clip_eps_low: DAPO clip-higher
-  double log_ratio_clamp = 20.0;   // log pi/pi_b clamped to [-c, c] before exp
+  double clip_eps_high = 0.2;     // > clip_eps_low: DAPO clip-higher
+  double log_ratio_clamp = 20.0;  // log pi/pi_b clamped to [-c, c] before exp
   Aggregation aggregation = Aggregation::kTokenMean;
   double constant_normalizer = 1.0;  // for Aggregation::kConstant (e.g. max completion length)
   double tis_cap = 0.0;              // truncated importance sampling cap; 0 = off
@@ -61,9 +61,9 @@ struct TrainerOptions {
   int64_t micro_batch_tokens = 4096;
 
   // checkpoint
-  std::string checkpoint_dir;   // empty: SaveCheckpoint fails
-  int64_t keep_last = 3;        // step directories kept (0 = keep all)
-  std::string tokenizer_dir;    // tokenizer files copied into each checkpoint when set
+  std::string checkpoint_dir;  // empty: SaveCheckpoint fails
+  int64_t keep_last = 3;       // step directories kept (0 = keep all)
+  std::string tokenizer_dir;   // tokenizer files copied into each checkpoint when set
   uint64_t seed = 0;
 
   // OK iff every field is in range; InvalidArgument naming the field otherwise.
