@@ -65,6 +65,7 @@ Manifest LargeManifest() {
     manifest.entries.push_back({absl::StrCat("layers.", i / 10, i % 10, ".weight"), {3072, 4096}});
     manifest.entries.push_back({absl::StrCat("layers.", i / 10, i % 10, ".norm"), {4099}});
   }
+  std::sort(manifest.entries.begin(), manifest.entries.end());  // manifests are sorted by name
   return manifest;
 }
 
