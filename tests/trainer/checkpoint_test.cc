@@ -1,18 +1,17 @@
 // Checkpoints: layout loadable as a Hugging Face model folder, round trip of the whole trainer
 // state, keep-last-K, latest valid step, and clear errors for flipped, truncated, missing files.
-#include "trainer/checkpoint_manager.h"
+#include "model/checkpoint.h"
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "gtest/gtest.h"
-#include "model/checkpoint.h"
 #include "tests/trainer/trainer_test_util.h"
+#include "trainer/checkpoint_manager.h"
 
 namespace lockstep::trainer {
 namespace {
@@ -47,7 +46,8 @@ class CheckpointTest : public ::testing::Test {
 
   // Trains one step and saves; returns the step directory.
   fs::path StepAndSave(Trainer& trainer, const std::string& cursor) {
-    EXPECT_TRUE(trainer.TrainStep(RandomRollouts(trainer.step(), 3, trainer.weight_version())).ok());
+    EXPECT_TRUE(
+        trainer.TrainStep(RandomRollouts(trainer.step(), 3, trainer.weight_version())).ok());
     absl::StatusOr<std::string> dir = trainer.SaveCheckpoint(cursor);
     EXPECT_TRUE(dir.ok()) << dir.status();
     return dir.ok() ? fs::path(*dir) : fs::path();
@@ -82,8 +82,7 @@ TEST_F(CheckpointTest, HoldsAHuggingFaceModelFolderAndAManifest) {
   absl::StatusOr<std::string> sha = Sha256File(dir / "model.safetensors");
   ASSERT_TRUE(sha.ok());
   EXPECT_EQ(manifest["files"]["model.safetensors"]["sha256"], *sha);
-  EXPECT_EQ(Sha256Hex("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST_F(CheckpointTest, LoadRestoresTheWholeTrainerState) {
@@ -136,8 +135,8 @@ TEST_F(CheckpointTest, CorruptionIsDetectedAndNamesTheFile) {
   };
   const std::vector<Case> cases = {
       {"model.safetensors", [](const fs::path& f) { FlipByte(f, 1000); }, "SHA-256"},
-      {"optimizer.safetensors",
-       [](const fs::path& f) { fs::resize_file(f, fs::file_size(f) - 7); }, "truncated"},
+      {"optimizer.safetensors", [](const fs::path& f) { fs::resize_file(f, fs::file_size(f) - 7); },
+       "truncated"},
       {"trainer_state.json", [](const fs::path& f) { fs::remove(f); }, "missing"},
       {"manifest.json", [](const fs::path& f) { fs::remove(f); }, "missing"},
       {"config.json", [](const fs::path& f) { FlipByte(f, 3); }, "SHA-256"},

@@ -26,8 +26,7 @@ PolicyLossInput Input(torch::Tensor logp, torch::Tensor behaviour, torch::Tensor
 
 TEST(LossesTest, ClippedSurrogateWithAsymmetricEpsilons) {
   // log-ratios d = {0.5, -0.5, 0.1, 0}, A = {1, -1, 1, -1}, eps_low 0.2, eps_high 0.28.
-  PolicyLossInput in =
-      Input(F({0.5, -0.5, 0.1, 0}), F({0, 0, 0, 0}), F({1, -1, 1, -1}), {0, 4});
+  PolicyLossInput in = Input(F({0.5, -0.5, 0.1, 0}), F({0, 0, 0, 0}), F({1, -1, 1, -1}), {0, 4});
   PolicyLossOptions options;
   options.clip_eps_low = 0.2;
   options.clip_eps_high = 0.28;
@@ -75,8 +74,7 @@ TEST(LossesTest, GspoUsesTheSequenceGeometricMeanRatio) {
   // Sequence 0: d = {0.2, 0.4} -> s = e^0.3 = 1.35 > 1.2 with A = 1 -> clipped, l = -1.2 per token.
   // Sequence 1: d = {-0.1}     -> s = e^-0.1, A = 2 -> l = -2 e^-0.1.
   PolicyLossInput in = Input(F({0.2, 0.4, -0.1}), F({0, 0, 0}), F({1, 1, 2}), {0, 2, 3});
-  in.weights =
-      AggregationWeights(Aggregation::kSeqMeanTokenMean, in.mask, in.cu_seqlens, 3, 2, 1);
+  in.weights = AggregationWeights(Aggregation::kSeqMeanTokenMean, in.mask, in.cu_seqlens, 3, 2, 1);
   PolicyLossOptions options;
   options.kind = LossKind::kGspo;
   PolicyLossResult r = PolicyLoss(in, options);

@@ -42,14 +42,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
       return 1;
     }
-    std::printf("resumed at step %lld cursor %s\n",
-                static_cast<long long>((*trainer)->step()), (*trainer)->data_cursor().c_str());
+    std::printf("resumed at step %lld cursor %s\n", static_cast<long long>((*trainer)->step()),
+                (*trainer)->data_cursor().c_str());
   }
   const int64_t steps = std::atoll(argv[2]);
   for (int64_t i = 0; i < steps; ++i) {
     const int64_t step = (*trainer)->step();
     // Half the batch on-policy, half one version stale (when there is an older version).
-    std::vector<Rollout> batch = testing::RandomRollouts(1000 + step, 6, (*trainer)->weight_version());
+    std::vector<Rollout> batch =
+        testing::RandomRollouts(1000 + step, 6, (*trainer)->weight_version());
     for (size_t r = 0; r < batch.size(); r += 2) {
       for (int64_t& v : batch[r].weight_versions) v = std::max<int64_t>(0, v - 1);
     }

@@ -2,11 +2,11 @@
 #ifndef LOCKSTEP_TESTS_TRAINER_TRAINER_TEST_UTIL_H_
 #define LOCKSTEP_TESTS_TRAINER_TRAINER_TEST_UTIL_H_
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <memory>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "model/checkpoint.h"
 #include "model/config.h"
