@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "model/checkpoint.h"
+#include "model/compute_threads.h"
 
 namespace lockstep::cli {
 
@@ -42,7 +43,7 @@ void AddModelRunOptions(CLI::App* command, ModelRunFlags* flags) {
 }
 
 absl::StatusOr<std::shared_ptr<Transformer>> LoadModelForRun(const ModelRunFlags& flags) {
-  if (flags.threads > 0) torch::set_num_threads(flags.threads);
+  SetComputeThreads(flags.threads);
   absl::StatusOr<NumericMode> mode = ParseNumericMode(flags.mode);
   if (!mode.ok()) return mode.status();
   ModelOptions options;
