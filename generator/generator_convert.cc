@@ -62,9 +62,4 @@ void ToProto(const EngineLoopStatus& status, v1::GetStatusResponse* proto) {
   proto->set_num_requests(status.num_requests);
 }
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 }  // namespace lockstep::generator

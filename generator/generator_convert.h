@@ -1,9 +1,7 @@
-// Conversions between lockstep.v1 generator messages and the engine's structs, and the one
-// mapping from absl::Status to grpc::Status used by the generator service.
+// Conversions between lockstep.v1 generator messages and the engine's structs (status codes go
+// through common/grpc_status.h).
 #ifndef LOCKSTEP_GENERATOR_GENERATOR_CONVERT_H_
 #define LOCKSTEP_GENERATOR_GENERATOR_CONVERT_H_
-
-#include <grpcpp/support/status.h>
 
 #include <cstdint>
 #include <optional>
@@ -27,8 +25,6 @@ void ToProto(const SampleOutput& sample, v1::GenerateResponse* proto);
 void ToProto(const EngineLoopStatus& status, v1::GetStatusResponse* proto);
 v1::FinishReason ToProto(FinishReason reason);
 
-// Same code (absl and gRPC share the canonical code numbers) and message.
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace lockstep::generator
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/grpc_status.h"
 #include "generator/generator_convert.h"
 #include "model/safetensors.h"
 

@@ -94,9 +94,4 @@ void ToProto(const std::vector<std::vector<float>>& logprobs, v1::ComputeLogprob
   }
 }
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 }  // namespace lockstep::trainer

@@ -1,13 +1,11 @@
-// Conversions between lockstep.v1 trainer messages and the trainer library's structs, and the
-// mapping from absl::Status to grpc::Status used by the trainer service. The conversions are
-// total: range and consistency checks are the library's (Trainer validates every batch), so that
-// the error a client sees names the rollout index and the problem exactly as the library does.
+// Conversions between lockstep.v1 trainer messages and the trainer library's structs (status
+// codes go through common/grpc_status.h). The conversions are total: range and consistency
+// checks are the library's (Trainer validates every batch), so that the error a client sees
+// names the rollout index and the problem exactly as the library does.
 //
 // Thread safety: pure functions.
 #ifndef LOCKSTEP_TRAINER_TRAINER_CONVERT_H_
 #define LOCKSTEP_TRAINER_TRAINER_CONVERT_H_
-
-#include <grpcpp/support/status.h>
 
 #include <vector>
 
@@ -34,8 +32,6 @@ void ToProto(const StepMetrics& metrics, v1::StepMetrics* proto);
 void ToProto(const ParityStats& parity, v1::ParityStats* proto);
 void ToProto(const std::vector<std::vector<float>>& logprobs, v1::ComputeLogprobsResponse* proto);
 
-// Same code (absl and gRPC share the canonical code numbers) and message.
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 }  // namespace lockstep::trainer
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/grpc_status.h"
 #include "trainer/trainer_convert.h"
 
 namespace lockstep::trainer {
