@@ -18,15 +18,15 @@
 #include "common/auth.h"
 #include "data/arithmetic_task.h"
 #include "data/dataset_iterator.h"
+#include "orchestrator/environment_rollouts.h"
 #include "orchestrator/evaluation.h"
 #include "orchestrator/generator_client.h"
+#include "orchestrator/job_rewards.h"
 #include "orchestrator/process_supervisor.h"
 #include "orchestrator/rl_loop.h"
 #include "orchestrator/stop_signal.h"
 #include "orchestrator/trainer_client.h"
 #include "orchestrator/weight_sync_driver.h"
-#include "rewards/local_reward_scorer.h"
-#include "rewards/reward_registry.h"
 
 namespace lockstep::orchestrator {
 namespace {
@@ -106,6 +106,7 @@ std::vector<int64_t> StopTokens(const Tokenizer& tokenizer) {
 struct TaskData {
   std::unique_ptr<Dataset> train;
   std::unique_ptr<Dataset> eval;
+  std::unique_ptr<Dataset> sft;  // the warm-start set when it differs from train
 };
 
 absl::StatusOr<TaskData> LoadTaskData(const JobConfig& config) {
@@ -113,11 +114,14 @@ absl::StatusOr<TaskData> LoadTaskData(const JobConfig& config) {
   if (config.data.task == "arithmetic") {
     ArithmeticTaskOptions options;
     options.max_operand = config.data.max_operand;
+    options.teacher_carry_error = config.data.teacher_carry_error;
+    options.teacher_draws = config.data.teacher_draws;
     options.eval_size = std::max<int64_t>(1, config.data.eval_size);
     options.seed = static_cast<uint64_t>(config.job.seed);
     absl::StatusOr<ArithmeticTask> task = MakeArithmeticTask(options);
     if (!task.ok()) return task.status();
     data.train = std::make_unique<Dataset>(std::move(task->train));
+    data.sft = std::make_unique<Dataset>(std::move(task->sft));
     if (config.data.eval_size > 0) data.eval = std::make_unique<Dataset>(std::move(task->eval));
     return data;
   }
@@ -139,8 +143,8 @@ absl::StatusOr<v1::SftStepRequest> SftBatch(DatasetIterator& iterator, const Tok
   for (int64_t i = 0; i < batch_size; ++i) {
     const Example& example = iterator.Next();
     if (!example.prompt.has_value() || !example.answer.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sft: example at line ", example.line_number, " needs a prompt and an answer"));
+      return absl::InvalidArgumentError(absl::StrCat("sft: example at line ", example.line_number,
+                                                     " needs a prompt and an answer"));
     }
     absl::StatusOr<std::vector<int32_t>> prompt = tokenizer.Encode(*example.prompt);
     if (!prompt.ok()) return prompt.status();
@@ -155,7 +159,7 @@ absl::StatusOr<v1::SftStepRequest> SftBatch(DatasetIterator& iterator, const Tok
 }
 
 nlohmann::json EvalJson(const EvalResult& result) {
-  return {{"accuracy", result.accuracy},     {"num_prompts", result.num_prompts},
+  return {{"accuracy", result.accuracy},       {"num_prompts", result.num_prompts},
           {"num_correct", result.num_correct}, {"num_failed", result.num_failed},
           {"reward_mean", result.reward_mean}, {"seconds", result.seconds}};
 }
@@ -164,7 +168,7 @@ nlohmann::json EvalJson(const EvalResult& result) {
 class Job {
  public:
   Job(const JobConfig& config, const JobRunOptions& options)
-      : config_(config), options_(options), paths_{RunDirectory(config)} {
+      : config_(config), options_(options), paths_{RunDirectory(config)}, rewards_(config_) {
     if (!options.resume_dir.empty()) paths_.root = options.resume_dir;
   }
 
@@ -190,7 +194,7 @@ class Job {
   std::unique_ptr<TrainerClient> trainer_;
   std::vector<std::unique_ptr<GeneratorClient>> generator_clients_;
   std::vector<GeneratorClient*> generators_;
-  std::unique_ptr<rewards::RewardScorer> scorer_;
+  JobRewards rewards_;  // reward servers, the environment, the weighted reward pipeline
   std::string model_dir_;
   v1::SamplingParams sampling_;
   int64_t stop_token_ = -1;
@@ -200,10 +204,10 @@ absl::Status Job::PrepareRunDirectory() {
   std::error_code error;
   if (!resuming_) {
     if (fs::exists(paths_.metrics()) || fs::exists(paths_.summary())) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "run directory ", paths_.root.string(),
-          " already holds a run: choose another --name, or continue it with --resume ",
-          paths_.root.string()));
+      return absl::AlreadyExistsError(
+          absl::StrCat("run directory ", paths_.root.string(),
+                       " already holds a run: choose another --name, or continue it with --resume ",
+                       paths_.root.string()));
     }
     fs::create_directories(paths_.logs(), error);
     if (error) return absl::InternalError(absl::StrCat("cannot create ", paths_.logs().string()));
@@ -223,10 +227,10 @@ absl::Status Job::PrepareRunDirectory() {
     model_dir = paths_.model().string();
     if (!fs::exists(paths_.model() / "config.json")) {
       Log(absl::StrCat("creating a ", config_.model.preset, " model in ", model_dir));
-      absl::Status s = RunToCompletion(
-          {options_.lockstep_binary, "init-model", "--preset", config_.model.preset, "--out",
-           model_dir, "--seed", std::to_string(config_.job.seed)},
-          paths_.logs() / "init_model.log");
+      absl::Status s =
+          RunToCompletion({options_.lockstep_binary, "init-model", "--preset", config_.model.preset,
+                           "--out", model_dir, "--seed", std::to_string(config_.job.seed)},
+                          paths_.logs() / "init_model.log");
       if (!s.ok()) return s;
     }
   }
@@ -236,18 +240,26 @@ absl::Status Job::PrepareRunDirectory() {
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromFile(tokenizer_path);
   if (!tokenizer.ok()) return tokenizer.status();
   tokenizer_ = *std::move(tokenizer);
-  nlohmann::json trainer_options =
-      TrainerOptionsJson(config_, paths_.checkpoints().string());
+  nlohmann::json trainer_options = TrainerOptionsJson(config_, paths_.checkpoints().string());
   return WriteTextFile(paths_.trainer_options(), trainer_options.dump(2) + "\n");
 }
 
 absl::Status Job::StartServices(const std::string& resume_checkpoint) {
   const std::string token_file = paths_.token().string();
   if (config_.trainer.address.empty()) {
-    std::vector<std::string> argv = {options_.lockstep_binary, "serve", "trainer", "--model",
-                                     model_dir_, "--options", paths_.trainer_options().string(),
-                                     "--threads", std::to_string(config_.trainer.threads),
-                                     "--port", "0", "--auth-token-file", token_file};
+    std::vector<std::string> argv = {options_.lockstep_binary,
+                                     "serve",
+                                     "trainer",
+                                     "--model",
+                                     model_dir_,
+                                     "--options",
+                                     paths_.trainer_options().string(),
+                                     "--threads",
+                                     std::to_string(config_.trainer.threads),
+                                     "--port",
+                                     "0",
+                                     "--auth-token-file",
+                                     token_file};
     if (!resume_checkpoint.empty()) {
       argv.push_back("--resume");
       argv.push_back(resume_checkpoint);
@@ -272,6 +284,11 @@ absl::Status Job::StartServices(const std::string& resume_checkpoint) {
       generator_names.push_back(name);
     }
   }
+  if (absl::Status s = rewards_.Launch(supervisor_, options_.lockstep_binary, token_file,
+                                       paths_.logs().string());
+      !s.ok()) {
+    return s;
+  }
   // Wait for every child (they start in parallel).
   std::string trainer_address = config_.trainer.address;
   if (trainer_address.empty()) {
@@ -290,8 +307,14 @@ absl::Status Job::StartServices(const std::string& resume_checkpoint) {
     generator_clients_.push_back(std::make_unique<GeneratorClient>(address, auth_token_));
     generators_.push_back(generator_clients_.back().get());
   }
-  Log(absl::StrCat("trainer at ", trainer_address, ", ", generators_.size(),
-                   " generator(s) at ", absl::StrJoin(generator_addresses, ", ")));
+  Log(absl::StrCat("trainer at ", trainer_address, ", ", generators_.size(), " generator(s) at ",
+                   absl::StrJoin(generator_addresses, ", ")));
+  if (absl::Status s = rewards_.Connect(supervisor_, auth_token_); !s.ok()) return s;
+  if (rewards_.scorer() != nullptr) Log(absl::StrCat("reward: ", rewards_.scorer()->name()));
+  if (rewards_.environment() != nullptr) {
+    Log(absl::StrCat("environment at ", rewards_.environment_address(), ", up to ",
+                     config_.environment.max_turns, " turn(s) per episode"));
+  }
   // The weight-sync group {trainer rank 0, generators 1..N}.
   absl::StatusOr<int> store_port = PickFreePort();
   if (!store_port.ok()) return store_port.status();
@@ -318,11 +341,6 @@ absl::Status Job::Sync(int64_t version) {
 
 absl::Status Job::WarmStart(DatasetIterator& sft_iterator) {
   const absl::Time start = absl::Now();
-  if (config_.sft.steps > 0 && config_.sft.lr != config_.trainer.lr) {
-    // Trainer.SftStep has no learning rate of its own: the trainer's schedule applies.
-    Log(absl::StrCat("note: SFT runs at the trainer's learning rate ", config_.trainer.lr,
-                     " ([sft] lr = ", config_.sft.lr, " is not used)"));
-  }
   double loss = 0;
   int64_t version = 0;
   for (int64_t step = 0; step < config_.sft.steps; ++step) {
@@ -344,13 +362,15 @@ absl::Status Job::WarmStart(DatasetIterator& sft_iterator) {
 }
 
 absl::StatusOr<EvalResult> Job::RunEval(const char* when) {
-  if (data_.eval == nullptr) return EvalResult{};
+  // The held-out eval is single-turn: it has no meaning for a multi-turn job.
+  if (data_.eval == nullptr || rewards_.scorer() == nullptr || config_.environment.enabled()) {
+    return EvalResult{};
+  }
   absl::StatusOr<EvalResult> result =
-      Evaluate(*data_.eval, *tokenizer_, generators_, *scorer_, sampling_);
+      Evaluate(*data_.eval, *tokenizer_, generators_, *rewards_.scorer(), sampling_);
   if (result.ok()) {
-    Log(absl::StrCat("eval ", when, " RL: accuracy ", result->accuracy, " (",
-                     result->num_correct, "/", result->num_prompts, "), ", result->seconds,
-                     " s"));
+    Log(absl::StrCat("eval ", when, " RL: accuracy ", result->accuracy, " (", result->num_correct,
+                     "/", result->num_prompts, "), ", result->seconds, " s"));
   }
   return result;
 }
@@ -375,17 +395,11 @@ absl::StatusOr<nlohmann::json> Job::Run() {
   sampling_.set_top_k(config_.generator.top_k);
   sampling_.set_max_tokens(config_.generator.max_tokens);
 
-  absl::StatusOr<std::unique_ptr<rewards::Reward>> reward =
-      rewards::RewardRegistry::WithBuiltins().Create(config_.rewards.builtin,
-                                                     config_.rewards.options);
-  if (!reward.ok()) return reward.status();
-  scorer_ = std::make_unique<rewards::LocalRewardScorer>(*std::move(reward), 1);
-
   std::string resume_checkpoint;
   if (resuming_) {
     if (!fs::exists(paths_.checkpoints())) {
-      return absl::NotFoundError(absl::StrCat("--resume ", paths_.root.string(),
-                                              ": no checkpoints/ to resume from"));
+      return absl::NotFoundError(
+          absl::StrCat("--resume ", paths_.root.string(), ": no checkpoints/ to resume from"));
     }
     resume_checkpoint = paths_.checkpoints().string();
   }
@@ -411,13 +425,12 @@ absl::StatusOr<nlohmann::json> Job::Run() {
     absl::StatusOr<std::string> text = ReadTextFile(paths_.eval_before());
     if (text.ok()) eval_before = nlohmann::json::parse(*text, nullptr, false);
   } else {
-    DatasetIterator sft_iterator(data_.train.get(), seed ^ 0x5F7ull);
+    DatasetIterator sft_iterator(data_.sft ? data_.sft.get() : data_.train.get(), seed ^ 0x5F7ull);
     if (absl::Status s = WarmStart(sft_iterator); !s.ok()) return s;
     absl::StatusOr<EvalResult> before = RunEval("before");
     if (!before.ok()) return before.status();
     eval_before = EvalJson(*before);
-    if (absl::Status s = WriteTextFile(paths_.eval_before(), eval_before.dump(2) + "\n");
-        !s.ok()) {
+    if (absl::Status s = WriteTextFile(paths_.eval_before(), eval_before.dump(2) + "\n"); !s.ok()) {
       return s;
     }
   }
@@ -440,7 +453,22 @@ absl::StatusOr<nlohmann::json> Job::Run() {
       absl::Milliseconds(config_.weight_sync.timeout_ms) + absl::Seconds(10);
   loop_options.investigate_hint =
       absl::StrCat("lockstep diagnose --model ", model_dir_, " (run: ", paths_.root.string(), ")");
-  RlLoop loop(loop_options, {trainer_.get(), generators_, scorer_.get(), tokenizer_.get()},
+  std::unique_ptr<EnvironmentRollouts> episodes;
+  if (rewards_.environment() != nullptr) {
+    EnvironmentRolloutOptions episode_options;
+    episode_options.samples_per_prompt = config_.algorithm.samples_per_prompt;
+    episode_options.max_turns = static_cast<int>(config_.environment.max_turns);
+    episode_options.max_sequence_length = config_.trainer.max_sequence_length;
+    episode_options.sampling = sampling_;
+    episode_options.generate_timeout = loop_options.generate_timeout;
+    episode_options.num_threads = static_cast<int>(std::min<int64_t>(
+        64, config_.algorithm.prompts_per_step * config_.algorithm.samples_per_prompt));
+    episodes = std::make_unique<EnvironmentRollouts>(rewards_.environment(), tokenizer_.get(),
+                                                     episode_options);
+  }
+  // Declared after `episodes`: the loop goes first, waiting for its callbacks.
+  RlLoop loop(loop_options,
+              {trainer_.get(), generators_, rewards_.scorer(), tokenizer_.get(), episodes.get()},
               data_.train.get(), std::move(rl_iterator), rl_steps_done);
 
   std::ofstream metrics(paths_.metrics(), std::ios::app);
@@ -491,7 +519,19 @@ absl::StatusOr<nlohmann::json> Job::Run() {
   summary["rl_steps"] = loop.steps_done();
   summary["rl_steps_this_run"] = totals.steps;
   summary["samples_trained"] = totals.samples_trained;
+  summary["reward_items_sent"] = totals.reward_items_sent;
+  summary["reward_items_scored"] = totals.reward_items_scored;
   summary["reward_items_failed"] = totals.reward_items_failed;
+  summary["model_tokens_trained"] = totals.model_tokens_trained;
+  summary["environment_tokens_trained"] = totals.environment_tokens_trained;
+  summary["rewards"] = rewards_.SummaryJson();
+  if (episodes != nullptr) {
+    const EnvironmentTotals e = episodes->totals();
+    summary["episodes"] = {{"episodes", e.episodes},
+                           {"failed", e.episodes_failed},
+                           {"truncated", e.episodes_truncated},
+                           {"turns", e.turns}};
+  }
   nlohmann::json ages = nlohmann::json::object();
   for (const auto& [age, count] : totals.ages) ages[std::to_string(age)] = count;
   summary["staleness"] = ages;
@@ -502,7 +542,8 @@ absl::StatusOr<nlohmann::json> Job::Run() {
   supervisor_.StopAll();
 
   std::printf("\n  %-28s %s\n", "run", paths_.root.c_str());
-  std::printf("  %-28s %.3f\n", "held-out accuracy before RL", summary["accuracy_before"].get<double>());
+  std::printf("  %-28s %.3f\n", "held-out accuracy before RL",
+              summary["accuracy_before"].get<double>());
   std::printf("  %-28s %.3f\n", "held-out accuracy after RL", after->accuracy);
   std::printf("  %-28s %lld\n", "parity tokens compared",
               static_cast<long long>(totals.parity_tokens_compared));

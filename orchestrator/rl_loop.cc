@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer/chat_template.h"
+#include "orchestrator/train_rollout.h"
 #include "orchestrator/weight_sync_driver.h"
 
 namespace lockstep::orchestrator {
@@ -23,6 +26,45 @@ uint64_t PromptSeed(uint64_t seed, int64_t index) {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
+std::map<std::string, std::string> MetadataStrings(const Example& example) {
+  std::map<std::string, std::string> metadata;
+  if (example.metadata.is_object()) {
+    for (const auto& [key, value] : example.metadata.items()) {
+      metadata[key] = value.is_string() ? value.get<std::string>() : value.dump();
+    }
+  }
+  return metadata;
+}
+
+// One reward item per sample of a generated prompt: the completion decoded (for an episode, the
+// whole transcript after the prompt, observations included).
+std::vector<rewards::RewardInput> RewardItems(const PromptInFlight& prompt,
+                                              const Tokenizer& tokenizer) {
+  std::vector<rewards::RewardInput> items;
+  for (const v1::GenerateResponse& sample : prompt.samples) {
+    rewards::RewardInput item;
+    item.prompt = prompt.prompt_text;
+    item.completion_token_ids.assign(sample.token_ids().begin(), sample.token_ids().end());
+    absl::StatusOr<std::string> text =
+        tokenizer.Decode(item.completion_token_ids, /*skip_special_tokens=*/true);
+    item.completion = text.ok() ? *text : "";
+    item.reference = prompt.example->answer.value_or("");
+    item.metadata = MetadataStrings(*prompt.example);
+    items.push_back(std::move(item));
+  }
+  return items;
+}
+
+// An episode's outcome plus the reward scorer's for its transcript: failed when either failed.
+rewards::ItemOutcome AddScorerOutcome(rewards::ItemOutcome episode,
+                                      const rewards::ItemOutcome& scored) {
+  if (!episode.ok) return episode;
+  if (!scored.ok) return scored;
+  episode.reward += scored.reward;
+  for (const auto& [key, value] : scored.sub_scores) episode.sub_scores[key] = value;
+  return episode;
+}
+
 }  // namespace
 
 RlLoop::RlLoop(RlLoopOptions options, RlServices services, const Dataset* dataset,
@@ -32,8 +74,7 @@ RlLoop::RlLoop(RlLoopOptions options, RlServices services, const Dataset* datase
       dataset_(dataset),
       iterator_(std::move(iterator)),
       admission_(options_.max_staleness, options_.prompts_per_step),
-      queue_(std::make_shared<RolloutQueue>(
-          static_cast<int64_t>(services_.generators.size()))),
+      queue_(std::make_shared<RolloutQueue>(static_cast<int64_t>(services_.generators.size()))),
       step_(start_step),
       next_prompt_index_(start_step * options_.prompts_per_step) {}
 
@@ -76,8 +117,7 @@ absl::StatusOr<nlohmann::json> RlLoop::Step(const std::function<bool()>& stop) {
                            cursors_in_flight_.begin() + options_.prompts_per_step);
 
   nlohmann::json record;
-  absl::StatusOr<v1::TrainStepRequest> request =
-      BuildTrainBatch(*batch, trainer_version_, &record);
+  absl::StatusOr<v1::TrainStepRequest> request = BuildTrainBatch(*batch, trainer_version_, &record);
   if (!request.ok()) return request.status();
 
   const absl::Time train_start = absl::Now();
@@ -136,8 +176,7 @@ absl::StatusOr<nlohmann::json> RlLoop::Step(const std::function<bool()>& stop) {
   // no call of theirs is in flight.
   record["idle_fraction_trainer"] = Seconds(wait.generate + wait.reward) / std::max(1e-9, total_s);
   record["idle_fraction_generator"] =
-      generator_idle_s /
-      std::max(1e-9, total_s * static_cast<double>(services_.generators.size()));
+      generator_idle_s / std::max(1e-9, total_s * static_cast<double>(services_.generators.size()));
   record["sync_bytes"] = sync->bytes;
   record["swap_pause_ms"] = sync->max_swap_pause_ms;
   return record;
@@ -185,42 +224,73 @@ absl::Status RlLoop::SubmitPrompt() {
   request.mutable_sampling()->set_seed(PromptSeed(options_.seed, prompt->index));
   queue_->Push(prompt);
 
+  if (services_.environment != nullptr) {
+    SubmitEpisodes(prompt);
+    return absl::OkStatus();
+  }
   std::shared_ptr<RolloutQueue> queue = queue_;
   rewards::RewardScorer* scorer = services_.scorer;
   const Tokenizer* tokenizer = services_.tokenizer;
   const int64_t index = prompt->index;
   services_.generators[prompt->generator]->GenerateAsync(
       request, options_.generate_timeout,
-      [queue, scorer, tokenizer, index](
-          absl::StatusOr<std::vector<v1::GenerateResponse>> samples) {
+      [queue, scorer, tokenizer, index](absl::StatusOr<std::vector<v1::GenerateResponse>> samples) {
         std::shared_ptr<PromptInFlight> prompt = queue->MarkGenerated(index, std::move(samples));
         if (prompt == nullptr || prompt->samples.empty()) {
           queue->CallbackDone();
           return;
         }
         // Score in the background: rewards never block generation or the loop.
-        std::vector<rewards::RewardInput> items;
-        for (const v1::GenerateResponse& sample : prompt->samples) {
-          rewards::RewardInput item;
-          item.prompt = prompt->prompt_text;
-          item.completion_token_ids.assign(sample.token_ids().begin(), sample.token_ids().end());
-          absl::StatusOr<std::string> text =
-              tokenizer->Decode(item.completion_token_ids, /*skip_special_tokens=*/true);
-          item.completion = text.ok() ? *text : "";
-          item.reference = prompt->example->answer.value_or("");
-          if (prompt->example->metadata.is_object()) {
-            for (const auto& [key, value] : prompt->example->metadata.items()) {
-              item.metadata[key] = value.is_string() ? value.get<std::string>() : value.dump();
-            }
-          }
-          items.push_back(std::move(item));
-        }
-        scorer->ScoreAsync(std::move(items), [queue, index](std::vector<rewards::ItemOutcome> o) {
-          queue->MarkScored(index, std::move(o));
-        });
+        scorer->ScoreAsync(RewardItems(*prompt, *tokenizer),
+                           [queue, index](std::vector<rewards::ItemOutcome> o) {
+                             queue->MarkScored(index, std::move(o));
+                           });
         queue->CallbackDone();
       });
   return absl::OkStatus();
+}
+
+void RlLoop::SubmitEpisodes(const std::shared_ptr<PromptInFlight>& prompt) {
+  EpisodeRequest episodes;
+  episodes.index = prompt->index;
+  episodes.prompt_text = prompt->prompt_text;
+  episodes.prompt_ids = prompt->prompt_ids;
+  episodes.reference = prompt->example->answer.value_or("");
+  episodes.metadata = MetadataStrings(*prompt->example);
+  episodes.seed = PromptSeed(options_.seed, prompt->index);
+  episodes.generator = services_.generators[prompt->generator];
+  std::shared_ptr<RolloutQueue> queue = queue_;
+  rewards::RewardScorer* scorer = services_.scorer;
+  const Tokenizer* tokenizer = services_.tokenizer;
+  const int64_t index = prompt->index;
+  // Runs on an episode worker once the prompt's episodes have ended.
+  services_.environment->RunAsync(std::move(episodes), [queue, scorer, tokenizer,
+                                                        index](absl::StatusOr<EpisodeBatch> batch) {
+    if (!batch.ok()) {
+      queue->MarkGenerated(index, batch.status());
+      queue->CallbackDone();
+      return;
+    }
+    std::vector<rewards::ItemOutcome> outcomes = std::move(batch->outcomes);
+    std::shared_ptr<PromptInFlight> prompt = queue->MarkGenerated(index, std::move(batch->samples));
+    if (prompt == nullptr) {
+      queue->CallbackDone();
+      return;
+    }
+    if (scorer == nullptr) {
+      queue->MarkScored(index, std::move(outcomes));
+    } else {
+      scorer->ScoreAsync(RewardItems(*prompt, *tokenizer),
+                         [queue, index, outcomes = std::move(outcomes)](
+                             std::vector<rewards::ItemOutcome> scored) mutable {
+                           for (size_t i = 0; i < outcomes.size() && i < scored.size(); ++i) {
+                             outcomes[i] = AddScorerOutcome(std::move(outcomes[i]), scored[i]);
+                           }
+                           queue->MarkScored(index, std::move(outcomes));
+                         });
+    }
+    queue->CallbackDone();
+  });
 }
 
 absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
@@ -228,7 +298,7 @@ absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
     nlohmann::json* record) {
   v1::TrainStepRequest request;
   int64_t num_samples = 0, num_failed = 0, num_correct = 0, num_scored = 0;
-  int64_t groups_dropped = 0, generated_tokens = 0;
+  int64_t groups_dropped = 0, generated_tokens = 0, environment_tokens = 0;
   double reward_sum = 0;
   double generate_seconds = 0;
   AgeHistogram ages;
@@ -240,7 +310,8 @@ absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
       const v1::GenerateResponse& sample = prompt->samples[k];
       const rewards::ItemOutcome& outcome = prompt->outcomes[k];
       ++num_samples;
-      generated_tokens += sample.token_ids_size();
+      generated_tokens += NumModelTokens(sample);
+      environment_tokens += NumEnvironmentTokens(sample);
       if (!outcome.ok) {  // failed items never become reward 0: excluded, counted
         ++num_failed;
         continue;
@@ -261,24 +332,19 @@ absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
     }
     for (size_t k = 0; k < group_samples.size(); ++k) {
       const v1::GenerateResponse& sample = *group_samples[k];
-      std::vector<int64_t> versions(sample.weight_versions().begin(),
-                                    sample.weight_versions().end());
+      const std::vector<int64_t> versions = ModelTokenVersions(sample);
       const int64_t rollout_index = request.rollouts_size();
-      if (absl::Status s = CheckSampleAge(trainer_version, versions, options_.max_staleness,
-                                          rollout_index);
+      if (absl::Status s =
+              CheckSampleAge(trainer_version, versions, options_.max_staleness, rollout_index);
           !s.ok()) {
         return absl::Status(s.code(), absl::StrCat("prompt ", prompt->index, ": ", s.message()));
       }
       ++ages[SampleAge(trainer_version, versions)];
-      v1::Rollout* rollout = request.add_rollouts();
-      for (int64_t id : prompt->prompt_ids) rollout->add_prompt_token_ids(id);
-      *rollout->mutable_completion_token_ids() = sample.token_ids();
-      *rollout->mutable_behaviour_logprobs() = sample.logprobs();
-      *rollout->mutable_weight_versions() = sample.weight_versions();
-      rollout->set_advantage((*advantages)[k]);
-      rollout->set_group_id(prompt->index);
+      AddTrainRollout(prompt->prompt_ids, sample, (*advantages)[k], prompt->index, &request);
     }
   }
+  totals_.reward_items_sent += num_samples;
+  totals_.reward_items_scored += num_scored;
   totals_.reward_items_failed += num_failed;
   totals_.samples_trained += request.rollouts_size();
   nlohmann::json age_json = nlohmann::json::object();
@@ -289,33 +355,64 @@ absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
   (*record)["reward_mean"] = num_scored > 0 ? reward_sum / num_scored : 0.0;
   (*record)["accuracy"] = num_scored > 0 ? static_cast<double>(num_correct) / num_scored : 0.0;
   (*record)["samples"] = num_samples;
+  (*record)["reward_items_sent"] = num_samples;
+  (*record)["reward_items_scored"] = num_scored;
   (*record)["reward_items_failed"] = num_failed;
   (*record)["groups_dropped"] = groups_dropped;
   (*record)["rollouts_trained"] = request.rollouts_size();
   (*record)["staleness"] = age_json;
-  (*record)["gen_tokens"] = generated_tokens;
+  (*record)["gen_tokens"] = generated_tokens;  // the model's tokens (observations left out)
+  (*record)["env_tokens"] = environment_tokens;
   (*record)["gen_tokens_per_s"] = generated_tokens / std::max(1e-9, generate_seconds);
   if (request.rollouts_size() == 0) {
     // Every group was dropped (no reward variance) or failed. The trainer refuses an empty
     // batch, and the step must still happen (versions and the data cursor move in step), so
     // the first sample goes in with advantage 0: no policy-gradient signal, and its tokens
     // still count for parity. Counted in groups_dropped above.
-    const auto& prompt = batch.front();
-    const v1::GenerateResponse& sample = prompt->samples.front();
-    std::vector<int64_t> versions(sample.weight_versions().begin(),
-                                  sample.weight_versions().end());
+    // The first sample with a token of the model's (a failed episode may have none).
+    const PromptInFlight* prompt = nullptr;
+    const v1::GenerateResponse* sample = nullptr;
+    for (size_t p = 0; p < batch.size() && sample == nullptr; ++p) {
+      for (const v1::GenerateResponse& candidate : batch[p]->samples) {
+        if (NumModelTokens(candidate) > 0) {
+          prompt = batch[p].get();
+          sample = &candidate;
+          break;
+        }
+      }
+    }
+    if (sample == nullptr) {
+      std::string reason = "no sample has a token of the model's";
+      for (const auto& p : batch) {
+        for (const rewards::ItemOutcome& outcome : p->outcomes) {
+          if (!outcome.ok) {
+            reason = outcome.error;
+            break;
+          }
+        }
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat("step ", step_ + 1, ": nothing to train on: ", reason));
+    }
+    const std::vector<int64_t> versions = ModelTokenVersions(*sample);
     if (absl::Status s = CheckSampleAge(trainer_version, versions, options_.max_staleness, 0);
         !s.ok()) {
       return s;
     }
-    v1::Rollout* rollout = request.add_rollouts();
-    for (int64_t id : prompt->prompt_ids) rollout->add_prompt_token_ids(id);
-    *rollout->mutable_completion_token_ids() = sample.token_ids();
-    *rollout->mutable_behaviour_logprobs() = sample.logprobs();
-    *rollout->mutable_weight_versions() = sample.weight_versions();
-    rollout->set_advantage(0.0);
-    rollout->set_group_id(prompt->index);
+    AddTrainRollout(prompt->prompt_ids, *sample, 0.0, prompt->index, &request);
   }
+  int64_t model_tokens = 0, masked_tokens = 0;
+  for (const v1::Rollout& rollout : request.rollouts()) {
+    if (rollout.loss_mask_size() == 0) {
+      model_tokens += rollout.completion_token_ids_size();
+      continue;
+    }
+    for (bool keep : rollout.loss_mask()) (keep ? model_tokens : masked_tokens) += 1;
+  }
+  totals_.model_tokens_trained += model_tokens;
+  totals_.environment_tokens_trained += masked_tokens;
+  (*record)["rollout_model_tokens"] = model_tokens;
+  (*record)["rollout_environment_tokens"] = masked_tokens;
   return request;
 }
 
@@ -333,10 +430,10 @@ absl::Status RlLoop::CheckParity(const v1::TrainStepRequest& request,
   }
   return absl::DataLossError(absl::StrCat(
       "parity = \"strict\": trainer and generator log-probs differ at step ", step_ + 1,
-      ": rollout ", r, sequence, ", completion position ", parity.mismatch_position(),
-      ": trainer ", parity.mismatch_trainer_logprob(), " vs generator ",
-      parity.mismatch_generator_logprob(), " (", parity.tokens_mismatched(), " of ",
-      parity.tokens_compared(), " tokens differ). Investigate with: ",
+      ": rollout ", r, sequence, ", completion position ", parity.mismatch_position(), ": trainer ",
+      parity.mismatch_trainer_logprob(), " vs generator ", parity.mismatch_generator_logprob(),
+      " (", parity.tokens_mismatched(), " of ", parity.tokens_compared(),
+      " tokens differ). Investigate with: ",
       options_.investigate_hint.empty() ? "lockstep diagnose" : options_.investigate_hint));
 }
 
@@ -346,8 +443,7 @@ std::string RlLoop::DataCursor() const {
   return nlohmann::json{{"dataset", cursor.ToJson()}, {"rl_steps", step_}}.dump();
 }
 
-absl::StatusOr<std::pair<DatasetCursor, int64_t>> RlLoop::ParseDataCursor(
-    const std::string& text) {
+absl::StatusOr<std::pair<DatasetCursor, int64_t>> RlLoop::ParseDataCursor(const std::string& text) {
   nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!json.is_object() || !json.contains("dataset") || !json.contains("rl_steps") ||
       !json["rl_steps"].is_number_integer()) {

@@ -29,6 +29,7 @@
 #include "data/dataset_iterator.h"
 #include "model/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "orchestrator/environment_rollouts.h"
 #include "orchestrator/generator_client.h"
 #include "orchestrator/rollout_queue.h"
 #include "orchestrator/staleness.h"
@@ -39,27 +40,33 @@
 namespace lockstep::orchestrator {
 
 struct RlLoopOptions {
-  int64_t steps = 100;              // RL steps in the job (the loop runs start_step..steps-1)
+  int64_t steps = 100;  // RL steps in the job (the loop runs start_step..steps-1)
   int64_t prompts_per_step = 8;
   int64_t samples_per_prompt = 8;
   int64_t max_staleness = 0;
-  v1::SamplingParams sampling;      // temperature, top-p/k, max_tokens, stop tokens
+  v1::SamplingParams sampling;  // temperature, top-p/k, max_tokens, stop tokens
   trainer::AdvantageOptions advantages;
-  std::string parity = "strict";    // "strict" | "report" | "off"
-  int64_t checkpoint_every = 0;     // RL steps between checkpoints; 0 = none inside the loop
-  uint64_t seed = 0;                // sampling seeds derive from it and the prompt number
+  std::string parity = "strict";  // "strict" | "report" | "off"
+  int64_t checkpoint_every = 0;   // RL steps between checkpoints; 0 = none inside the loop
+  uint64_t seed = 0;              // sampling seeds derive from it and the prompt number
   absl::Duration generate_timeout = absl::Minutes(10);
   absl::Duration train_timeout = absl::Minutes(10);
   absl::Duration sync_timeout = absl::Minutes(2);
-  std::string investigate_hint;     // appended to a strict parity failure (a command to run)
+  std::string investigate_hint;  // appended to a strict parity failure (a command to run)
 };
 
 // What the loop talks to. Not owned; all must outlive the loop.
+//
+// Without `environment`, each prompt's n samples come from one Generate call and `scorer` (which
+// is then required) scores them. With `environment`, each sample is a multi-turn episode whose
+// return is its reward; `scorer`, when given, also scores the episode's transcript and its
+// reward is added (an item fails when either fails).
 struct RlServices {
   TrainerClient* trainer = nullptr;
   std::vector<GeneratorClient*> generators;
   rewards::RewardScorer* scorer = nullptr;
   const Tokenizer* tokenizer = nullptr;
+  EnvironmentRollouts* environment = nullptr;
 };
 
 // Figures accumulated over the loop's steps.
@@ -68,8 +75,14 @@ struct RlTotals {
   int64_t parity_tokens_compared = 0;
   int64_t parity_tokens_mismatched = 0;
   double parity_max_abs_diff = 0;
+  // Reward items (samples) of the trained batches: sent == scored + failed. Failed items are
+  // left out of the advantages, never scored 0.
+  int64_t reward_items_sent = 0;
+  int64_t reward_items_scored = 0;
   int64_t reward_items_failed = 0;
   int64_t samples_trained = 0;
+  int64_t model_tokens_trained = 0;        // loss-mask tokens sent to the trainer
+  int64_t environment_tokens_trained = 0;  // masked-out observation tokens sent to the trainer
   AgeHistogram ages;
 };
 
@@ -102,12 +115,13 @@ class RlLoop {
   const RlTotals& totals() const { return totals_; }
 
   // Parses DataCursor() output: (dataset cursor, rl steps done).
-  static absl::StatusOr<std::pair<DatasetCursor, int64_t>> ParseDataCursor(
-      const std::string& text);
+  static absl::StatusOr<std::pair<DatasetCursor, int64_t>> ParseDataCursor(const std::string& text);
 
  private:
   void AdmitPrompts();
   absl::Status SubmitPrompt();
+  // The multi-turn form of a submitted prompt's generation and scoring (services_.environment).
+  void SubmitEpisodes(const std::shared_ptr<PromptInFlight>& prompt);
   void StartScoring(const std::shared_ptr<PromptInFlight>& prompt);
   // The rollouts of the batch with their advantages; counts failed items and ages.
   absl::StatusOr<v1::TrainStepRequest> BuildTrainBatch(
@@ -126,7 +140,7 @@ class RlLoop {
   int64_t next_prompt_index_;     // prompt number of the next admission (since the job start)
   int64_t trainer_version_ = -1;  // the trainer's weight version, -1 until first read
   RlTotals totals_;
-  int64_t next_generator_ = 0;    // round robin
+  int64_t next_generator_ = 0;  // round robin
 };
 
 }  // namespace lockstep::orchestrator

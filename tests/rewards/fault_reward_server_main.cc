@@ -1,11 +1,15 @@
 // fault_reward_server: FaultRewardService as a process, for tests that kill the server (-9).
-//   fault_reward_server [--port P] [--delay-ms D] [--token T]
-// Prints "serving on 127.0.0.1:PORT" once listening, then serves until killed.
+//   fault_reward_server [--port P] [--delay-ms D] [--token T | --auth-token-file F]
+//                       [--die-after-calls N]
+// Prints "serving on 127.0.0.1:PORT" once listening, then serves until killed (or, with
+// --die-after-calls, SIGKILLs itself when call N+1 arrives: a server dying mid-run).
+// `lockstep run` starts it as a [[rewards.servers]] command (--port and --auth-token-file).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "common/server.h"
 #include "tests/rewards/fault_reward_service.h"
 
@@ -21,6 +25,15 @@ int main(int argc, char** argv) {
       options.delay = std::chrono::milliseconds(std::atoi(value));
     } else if (flag == "--token") {
       options.token = value;
+    } else if (flag == "--auth-token-file") {
+      absl::StatusOr<std::string> token = lockstep::ReadAuthTokenFile(value);
+      if (!token.ok()) {
+        std::fprintf(stderr, "fault_reward_server: %s\n", token.status().ToString().c_str());
+        return 2;
+      }
+      options.token = *token;
+    } else if (flag == "--die-after-calls") {
+      options.die_after_calls = std::atoi(value);
     } else {
       std::fprintf(stderr, "fault_reward_server: unknown flag %s\n", flag.c_str());
       return 2;

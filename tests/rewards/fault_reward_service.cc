@@ -1,5 +1,8 @@
 #include "tests/rewards/fault_reward_service.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <thread>
 
@@ -12,6 +15,9 @@ grpc::Status FaultRewardService::Score(grpc::ServerContext* context,
                                        v1::ScoreResponse* response) {
   if (grpc::Status auth = CheckAuth(*context, options_.token); !auth.ok()) return auth;
   const int call_index = num_calls_++;
+  if (options_.die_after_calls >= 0 && call_index >= options_.die_after_calls) {
+    kill(getpid(), SIGKILL);
+  }
   num_items_ += request->items_size();
   const int now_concurrent = ++concurrent_;
   int seen = max_concurrent_.load();

@@ -20,6 +20,10 @@ struct FaultOptions {
   std::chrono::milliseconds delay{0};  // sleep before answering each call
   int fail_first_calls = 0;            // the first N calls fail with UNAVAILABLE
   bool drop_last_score = false;        // answer one score fewer than items
+  // Calls answered before the process kills itself with SIGKILL at the start of the next one
+  // (the call in flight and every later one see a dead server); -1 = never. Only for the
+  // process form (fault_reward_server --die-after-calls N): it kills whoever hosts the service.
+  int die_after_calls = -1;
 };
 
 class FaultRewardService final : public v1::Reward::Service {

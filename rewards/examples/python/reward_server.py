@@ -101,6 +101,19 @@ def make_servicer(reward_pb2, reward_pb2_grpc, token):
     return Reward()
 
 
+def add_health_service(server):
+    """grpc.health.v1.Health/Check answering SERVING (what `lockstep run` waits for before it
+    sends work), without needing the grpcio-health-checking package."""
+    serving = b"\x08\x01"  # HealthCheckResponse{status: SERVING}, serialized by hand
+
+    def check(request, context):
+        return serving
+
+    handler = grpc.method_handlers_generic_handler(
+        "grpc.health.v1.Health", {"Check": grpc.unary_unary_rpc_method_handler(check)})
+    server.add_generic_rpc_handlers((handler,))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (loopback default)")
@@ -129,6 +142,7 @@ def main():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=args.workers))
     reward_pb2_grpc.add_RewardServicer_to_server(
         make_servicer(reward_pb2, reward_pb2_grpc, token), server)
+    add_health_service(server)
     port = server.add_insecure_port(f"{args.host}:{args.port}")
     if port == 0:
         sys.exit(f"reward_server.py: cannot listen on {args.host}:{args.port}")
