@@ -401,12 +401,12 @@ absl::StatusOr<StepMetrics> Trainer::SftStep(const std::vector<SftExample>& batc
   metrics.tokens = local_tokens;
   metrics.sequences = static_cast<int64_t>(batch.size());
   metrics.entropy = entropy_sum / static_cast<double>(local_tokens);
-  if (absl::Status s = ApplyGradients(metrics); !s.ok()) return s;
+  if (absl::Status s = ApplyGradients(metrics, /*sft=*/true); !s.ok()) return s;
   metrics.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return metrics;
 }
 
-absl::Status Trainer::ApplyGradients(StepMetrics& metrics) {
+absl::Status Trainer::ApplyGradients(StepMetrics& metrics, bool sft) {
   std::vector<torch::Tensor> parameters = model_->parameters();
   try {
     std::vector<torch::Tensor> grads;
@@ -421,7 +421,7 @@ absl::Status Trainer::ApplyGradients(StepMetrics& metrics) {
       metrics.loss = *loss;
     }
     metrics.grad_norm = ClipGradNorm(parameters, options_.grad_clip);
-    metrics.lr = LearningRateAt(options_, step_);
+    metrics.lr = sft && options_.sft_lr > 0 ? options_.sft_lr : LearningRateAt(options_, step_);
     optimizer_->Step(metrics.lr);
   } catch (const c10::Error& e) {
     return absl::InternalError(

@@ -119,7 +119,7 @@ class Trainer {
   absl::StatusOr<StepMetrics> TrainStep(const std::vector<Rollout>& batch);
 
   // One cross-entropy step on the completion tokens (token mean); version += 1. Same
-  // validation as TrainStep where it applies.
+  // validation as TrainStep where it applies. Runs at options.sft_lr when that is > 0.
   absl::StatusOr<StepMetrics> SftStep(const std::vector<SftExample>& batch);
 
   // log p(completion token | prefix) under softmax(logits / temperature), one vector per
@@ -157,8 +157,9 @@ class Trainer {
   // InvalidArgument "<what> <index>: <problem>" for a sequence the model cannot score.
   absl::Status ValidateSequence(const char* what, size_t index, const std::vector<int64_t>& prompt,
                                 const std::vector<int64_t>& completion) const;
-  // Applies the summed gradients: all-reduce, clip, AdamW; advances step and version.
-  absl::Status ApplyGradients(StepMetrics& metrics);
+  // Applies the summed gradients: all-reduce, clip, AdamW; advances step and version. `sft`:
+  // the step runs at options.sft_lr when that is set.
+  absl::Status ApplyGradients(StepMetrics& metrics, bool sft = false);
 
   std::shared_ptr<Transformer> model_;
   std::shared_ptr<Transformer> reference_;  // frozen initial weights when kl_coef > 0

@@ -47,6 +47,8 @@ absl::Status ApplyKey(TrainerOptions& o, const std::string& key, const json& val
       o.temperature = value.get<double>();
     } else if (key == "lr") {
       o.lr = value.get<double>();
+    } else if (key == "sft_lr") {
+      o.sft_lr = value.get<double>();
     } else if (key == "betas") {
       if (!value.is_array() || value.size() != 2) return Invalid(path, "must be [beta1, beta2]");
       o.beta1 = value[0].get<double>();
@@ -121,6 +123,9 @@ absl::Status TrainerOptions::Validate() const {
     return Invalid("temperature", "must be finite and > 0");
   }
   if (!(lr >= 0) || !std::isfinite(lr)) return Invalid("lr", "must be finite and >= 0");
+  if (!(sft_lr >= 0) || !std::isfinite(sft_lr)) {
+    return Invalid("sft_lr", "must be finite and >= 0 (0 = the schedule)");
+  }
   if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) {
     return Invalid("betas", "must be in [0, 1)");
   }
@@ -170,6 +175,7 @@ std::string TrainerOptionsToJson(const TrainerOptions& o) {
   j["max_sequence_length"] = o.max_sequence_length;
   j["temperature"] = o.temperature;
   j["lr"] = o.lr;
+  j["sft_lr"] = o.sft_lr;
   j["betas"] = {o.beta1, o.beta2};
   j["eps"] = o.eps;
   j["weight_decay"] = o.weight_decay;

@@ -40,6 +40,9 @@ struct TrainerOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;  // applied to matrices only (parameters with >= 2 dimensions)
   double grad_clip = 1.0;     // max global L2 norm; 0 = no clipping
+  // SftStep's learning rate, constant; 0 = SftStep follows the schedule like TrainStep. Either
+  // way an SFT step counts as an optimizer step for the schedule (warm-up and cosine progress).
+  double sft_lr = 0.0;
 
   // lr_schedule
   ScheduleKind schedule = ScheduleKind::kConstant;
