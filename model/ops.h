@@ -12,7 +12,9 @@
 namespace lockstep::ops {
 
 // y = x W^T (+ b). x: [..., in], weight: [out, in], bias: [out] or undefined. `cache` holds the
-// packed weight for batch-invariant mode (may be null; ignored in fast mode).
+// packed weight (may be null). Batch-invariant mode always runs the packed kernel; fast mode runs
+// it for small float32 CPU inputs (decode steps), where stock sgemm's per-call packing of the
+// whole weight dominates, and stock LibTorch otherwise.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      NumericMode mode, kernels::LinearPackCache* cache = nullptr);
 
@@ -35,7 +37,8 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
 // key_rows[j] of `keys`/`values` ([rows, num_kv_heads, head_dim]); query i is at position
 // first_position + i. Serves training (a sequence's own rows) and paged mode (cache slots).
 // An undefined key_rows means rows 0, 1, ... in order (training), which fast mode then reads in
-// place instead of gathering a copy.
+// place instead of gathering a copy. Fast mode runs decode-sized paged calls (few queries) in
+// batch-invariant mode's kernel, which reads the rows in place.
 torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& keys,
                                 const torch::Tensor& values, const torch::Tensor& key_rows,
                                 int64_t first_position, NumericMode mode);
