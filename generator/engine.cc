@@ -38,7 +38,24 @@ Engine::Engine(std::shared_ptr<Transformer> model, const EngineOptions& options,
       block_manager_(num_blocks, options.block_size),
       scheduler_(options.scheduler, &block_manager_),
       runner_(std::move(model), num_blocks, options.block_size),
-      weight_version_(options.initial_weight_version) {}
+      weight_version_(options.initial_weight_version) {
+  PublishWeightsSnapshot();
+}
+
+void Engine::PublishWeightsSnapshot() {
+  TensorMap snapshot;
+  for (const auto& item : runner_.model().named_parameters()) {
+    snapshot.emplace(item.key(), item.value().detach());
+  }
+  std::lock_guard<std::mutex> lock(staged_mu_);
+  snapshot_ = std::move(snapshot);
+  snapshot_version_ = weight_version_;
+}
+
+std::pair<int64_t, TensorMap> Engine::WeightsSnapshot() const {
+  std::lock_guard<std::mutex> lock(staged_mu_);
+  return {snapshot_version_, snapshot_};
+}
 
 absl::StatusOr<int64_t> Engine::AddRequest(const Request& request) {
   const SamplingParams& params = request.params;
@@ -87,22 +104,45 @@ absl::StatusOr<int64_t> Engine::AddRequest(const Request& request) {
   return id;
 }
 
-absl::Status Engine::ApplyStagedWeights() {
-  std::optional<StagedWeights> staged;
+absl::StatusOr<Engine::PreparedWeights> Engine::PrepareWeights(TensorMap state, int64_t version) {
+  if (absl::Status s = runner_.CheckWeights(state); !s.ok()) return s;
+  try {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, tensor] : state) {
+      if (tensor.scalar_type() != runner_.dtype()) tensor = tensor.to(runner_.dtype());
+      if (!tensor.is_contiguous()) tensor = tensor.contiguous();
+    }
+    runner_.PrepackWeights(state);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("preparing weights: ", e.what_without_backtrace()));
+  }
+  return PreparedWeights{std::move(state), version};
+}
+
+absl::StatusOr<Transformer::ReleasedWeights> Engine::ApplyPreparedWeights(
+    PreparedWeights prepared) {
+  absl::StatusOr<Transformer::ReleasedWeights> released = runner_.AdoptWeights(prepared.state);
+  if (!released.ok()) return released.status();
+  weight_version_ = prepared.version;
+  PublishWeightsSnapshot();
+  return released;
+}
+
+absl::StatusOr<Transformer::ReleasedWeights> Engine::ApplyStagedWeights() {
+  std::optional<PreparedWeights> staged;
   {
     std::lock_guard<std::mutex> lock(staged_mu_);
     staged.swap(staged_);
   }
-  if (!staged.has_value()) return absl::OkStatus();
-  if (absl::Status s = runner_.LoadWeights(staged->state); !s.ok()) return s;
-  weight_version_ = staged->version;
-  return absl::OkStatus();
+  if (!staged.has_value()) return Transformer::ReleasedWeights();
+  return ApplyPreparedWeights(*std::move(staged));
 }
 
 absl::Status Engine::InstallWeights(TensorMap state, int64_t version) {
-  if (absl::Status s = runner_.CheckWeights(state); !s.ok()) return s;
+  absl::StatusOr<PreparedWeights> prepared = PrepareWeights(std::move(state), version);
+  if (!prepared.ok()) return prepared.status();
   std::lock_guard<std::mutex> lock(staged_mu_);
-  staged_ = StagedWeights{std::move(state), version};
+  staged_ = *std::move(prepared);
   return absl::OkStatus();
 }
 
@@ -137,7 +177,10 @@ void Engine::FinishSample(Sequence* seq, FinishReason reason) {
 }
 
 absl::StatusOr<std::vector<SampleOutput>> Engine::Step() {
-  if (absl::Status s = ApplyStagedWeights(); !s.ok()) return s;
+  if (absl::StatusOr<Transformer::ReleasedWeights> released = ApplyStagedWeights();
+      !released.ok()) {
+    return released.status();
+  }
   ScheduledStep step = scheduler_.Schedule();
   if (!step.empty()) {
     absl::StatusOr<torch::Tensor> logits = runner_.Run(step);

@@ -10,10 +10,12 @@
 //
 // Weight hot-swap: InstallWeights stages a new state dict and version; the next Step applies it
 // before scheduling. Sequences in flight continue (their cached keys/values stay); every token
-// records the version it was sampled under.
+// records the version it was sampled under. The swap itself is O(number of tensors): the staged
+// tensors become the parameters by pointer, and their batch-invariant packed copies are made
+// when they are staged (on the staging thread), not at the swap.
 //
-// Thread safety: InstallWeights may be called from any thread. Everything else must be called
-// from one thread (the engine thread).
+// Thread safety: PrepareWeights, InstallWeights and WeightsSnapshot may be called from any
+// thread. Everything else must be called from one thread (the engine thread).
 #ifndef LOCKSTEP_GENERATOR_ENGINE_H_
 #define LOCKSTEP_GENERATOR_ENGINE_H_
 
@@ -22,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -87,15 +90,35 @@ class Engine {
   // True iff some request has samples not yet returned by Step.
   bool HasUnfinished() const;
 
-  // Stages weights (Hugging Face names, all parameters) to be applied before the next step.
-  // A later call replaces an earlier one not yet applied. InvalidArgument (nothing staged) if a
-  // parameter is missing, mis-shaped or unexpected. The engine keeps `state` and copies it into
-  // the model at the next Step: the caller must not change those tensors until then. Thread-safe.
+  // Weights checked and made ready to swap in: every tensor in the model's dtype, contiguous,
+  // batch-invariant packs made.
+  struct PreparedWeights {
+    TensorMap state;
+    int64_t version = 0;
+  };
+
+  // The expensive half of a swap, on the caller's thread while steps run: validates `state`
+  // (Hugging Face names, all parameters), casts tensors to the model's dtype where needed and
+  // prepacks the batch-invariant weights. InvalidArgument if a parameter is missing, mis-shaped
+  // or unexpected. The tensors become the model's parameters without a copy: the caller must
+  // never change them in place afterwards. Thread-safe.
+  absl::StatusOr<PreparedWeights> PrepareWeights(TensorMap state, int64_t version);
+
+  // The O(number of tensors) half: the parameters become `prepared`'s tensors (by pointer) and
+  // the weight version changes. Returns the previous weights (and packs) so that the caller frees
+  // them off the engine thread. Engine thread only.
+  absl::StatusOr<Transformer::ReleasedWeights> ApplyPreparedWeights(PreparedWeights prepared);
+
+  // PrepareWeights, then stages the result to be applied before the next step. A later call
+  // replaces an earlier one not yet applied. Thread-safe.
   absl::Status InstallWeights(TensorMap state, int64_t version);
 
-  // Applies staged weights now, if any (Step does this first anyway). Lets the engine thread
-  // apply a swap on its own and time it (EngineLoop::SwapWeights). Engine thread only.
-  absl::Status ApplyStagedWeights();
+  // Applies staged weights now, if any (Step does this first anyway). Engine thread only.
+  absl::StatusOr<Transformer::ReleasedWeights> ApplyStagedWeights();
+
+  // The weights the engine runs now and their version: handles sharing the parameters' storage
+  // (never changed in place: a swap points the parameters at new tensors). Thread-safe.
+  std::pair<int64_t, TensorMap> WeightsSnapshot() const;
 
   int64_t weight_version() const { return weight_version_; }
   const BlockManager& block_manager() const { return block_manager_; }
@@ -108,12 +131,9 @@ class Engine {
     std::vector<Sequence*> pending_forks;  // samples 1..n-1 until sample 0's prefill ends
     int64_t num_unfinished = 0;
   };
-  struct StagedWeights {
-    TensorMap state;
-    int64_t version = 0;
-  };
 
   Engine(std::shared_ptr<Transformer> model, const EngineOptions& options, int64_t num_blocks);
+  void PublishWeightsSnapshot();  // engine thread, after the parameters changed
   // Finishes seq (frees its blocks) and queues its output.
   void FinishSample(Sequence* seq, FinishReason reason);
   FinishReason StopReason(const Sequence& seq) const;
@@ -130,7 +150,9 @@ class Engine {
   std::vector<SampleOutput> finished_;  // returned by the next Step
 
   mutable std::mutex staged_mu_;
-  std::optional<StagedWeights> staged_ ABSL_GUARDED_BY(staged_mu_);
+  std::optional<PreparedWeights> staged_ ABSL_GUARDED_BY(staged_mu_);
+  TensorMap snapshot_ ABSL_GUARDED_BY(staged_mu_);
+  int64_t snapshot_version_ ABSL_GUARDED_BY(staged_mu_) = 0;
 };
 
 }  // namespace lockstep::generator

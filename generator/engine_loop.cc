@@ -51,35 +51,41 @@ absl::Status EngineLoop::InstallWeights(TensorMap state, int64_t version) {
 }
 
 absl::StatusOr<double> EngineLoop::SwapWeights(TensorMap state, int64_t version) {
-  auto done = std::make_shared<std::promise<absl::StatusOr<double>>>();
-  std::future<absl::StatusOr<double>> applied = done->get_future();
+  // The expensive part (checks, casts, packing) here, while the loop keeps generating.
+  absl::StatusOr<Engine::PreparedWeights> prepared =
+      engine_->PrepareWeights(std::move(state), version);
+  if (!prepared.ok()) return prepared.status();
+  auto done = std::make_shared<std::promise<absl::StatusOr<SwapResult>>>();
+  std::future<absl::StatusOr<SwapResult>> applied = done->get_future();
   std::optional<PendingSwap> replaced;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return absl::UnavailableError("generator is shutting down");
     replaced.swap(swap_);
-    swap_ = PendingSwap{std::move(state), version, std::move(done)};
+    swap_ = PendingSwap{*std::move(prepared), std::move(done)};
   }
   if (replaced.has_value()) {
-    replaced->done->set_value(absl::AbortedError(absl::StrCat("weights version ", replaced->version,
-                                                              " were replaced by version ", version,
-                                                              " before they were applied")));
+    replaced->done->set_value(absl::AbortedError(
+        absl::StrCat("weights version ", replaced->prepared.version, " were replaced by version ",
+                     version, " before they were applied")));
   }
   wake_.notify_all();
-  return applied.get();
+  absl::StatusOr<SwapResult> result = applied.get();
+  if (!result.ok()) return result.status();
+  return result->pause_ms;  // the old weights are freed here, off the loop thread
 }
 
 void EngineLoop::ApplySwap(PendingSwap swap) {
   const auto start = std::chrono::steady_clock::now();
-  absl::Status status = engine_->InstallWeights(std::move(swap.state), swap.version);
-  if (status.ok()) status = engine_->ApplyStagedWeights();
+  absl::StatusOr<Transformer::ReleasedWeights> released =
+      engine_->ApplyPreparedWeights(std::move(swap.prepared));
   const double pause_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   PublishStatus();  // status() shows the new version by the time SwapWeights returns
-  if (status.ok()) {
-    swap.done->set_value(pause_ms);
+  if (released.ok()) {
+    swap.done->set_value(SwapResult{pause_ms, *std::move(released)});
   } else {
-    swap.done->set_value(status);
+    swap.done->set_value(released.status());
   }
 }
 

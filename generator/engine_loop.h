@@ -68,15 +68,21 @@ class EngineLoop {
   // Thread-safe.
   EngineLoopStatus status() const;
 
+  // The engine's current weights and their version (Engine::WeightsSnapshot). Thread-safe.
+  std::pair<int64_t, TensorMap> WeightsSnapshot() const { return engine_->WeightsSnapshot(); }
+
   // Stages weights on the engine (Engine::InstallWeights is thread-safe). Thread-safe.
   absl::Status InstallWeights(TensorMap state, int64_t version);
 
-  // Hands `state` to the loop thread, which installs and applies it between two engine steps,
-  // and blocks until it did. Returns the milliseconds the loop thread spent on it: the
-  // generation stall the swap caused (requests in flight continue afterwards; their later
-  // tokens carry `version`). InvalidArgument (nothing applied) when the engine rejects the
-  // tensors; Aborted when a later SwapWeights replaced this one before it was applied;
-  // Unavailable when the loop shuts down first. Thread-safe; must not be called from a callback.
+  // Prepares `state` on the calling thread (Engine::PrepareWeights: checks, dtype cast, batch-
+  // invariant packing, while the loop keeps stepping), hands it to the loop thread, which swaps
+  // it in by pointer between two engine steps, and blocks until it did; the previous weights are
+  // freed on the calling thread too. Returns the milliseconds the loop thread spent on the swap:
+  // the generation stall it caused (requests in flight continue afterwards; their later tokens
+  // carry `version`). InvalidArgument (nothing applied) when the engine rejects the tensors;
+  // Aborted when a later SwapWeights replaced this one before it was applied; Unavailable when
+  // the loop shuts down first. The tensors become the engine's parameters: the caller must not
+  // change them afterwards. Thread-safe; must not be called from a callback.
   absl::StatusOr<double> SwapWeights(TensorMap state, int64_t version);
 
  private:
@@ -91,14 +97,17 @@ class EngineLoop {
     RequestCallbacks callbacks;
   };
 
+  struct SwapResult {
+    double pause_ms = 0;
+    Transformer::ReleasedWeights released;  // freed by the SwapWeights caller
+  };
   struct PendingSwap {
-    TensorMap state;
-    int64_t version = 0;
-    std::shared_ptr<std::promise<absl::StatusOr<double>>> done;
+    Engine::PreparedWeights prepared;
+    std::shared_ptr<std::promise<absl::StatusOr<SwapResult>>> done;
   };
 
   void Run();
-  // Loop thread: installs and applies the swap, timing it.
+  // Loop thread: applies the prepared swap, timing it.
   void ApplySwap(PendingSwap swap);
   // Loop-thread helpers.
   void AdmitSubmissions(std::vector<Submission> submissions);

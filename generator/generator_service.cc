@@ -11,6 +11,7 @@
 #include "common/grpc_status.h"
 #include "generator/generator_convert.h"
 #include "model/safetensors.h"
+#include "weight_sync/weights_digest.h"
 
 namespace lockstep::generator {
 namespace {
@@ -132,7 +133,15 @@ grpc::ServerUnaryReactor* GeneratorService::GetStatus(grpc::CallbackServerContex
                                                       v1::GetStatusResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const grpc::Status auth = CheckAuth(*context, options_.auth_token);
-  if (auth.ok()) ToProto(loop_->status(), response);
+  if (auth.ok()) {
+    ToProto(loop_->status(), response);
+    if (request->with_weights_sha256()) {
+      // Hashes a snapshot of handles to the current weights, which a swap never changes in place.
+      auto [version, weights] = loop_->WeightsSnapshot();
+      response->set_weights_sha256(weight_sync::WeightsSha256(weights));
+      response->set_weights_sha256_version(version);
+    }
+  }
   reactor->Finish(auth);
   return reactor;
 }

@@ -1,7 +1,8 @@
 // gRPC adapter that serves an EngineLoop as lockstep.v1.Generator (callback API). Generate
 // converts the request, submits it to the loop and streams each sample as the loop delivers it;
 // a cancelled stream cancels its request (its KV blocks are freed). GetStatus reads the loop's
-// last snapshot.
+// last snapshot; with with_weights_sha256 it also hashes the current weights (on the calling
+// gRPC thread, ~1 s per GB).
 //
 // Weight sync (proto/weight_sync.proto): JoinWeightSync forms this generator's rank of the
 // weight-sync group from the engine model's manifest; ReceiveWeights(v) receives the trainer's

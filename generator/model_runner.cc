@@ -80,12 +80,13 @@ absl::StatusOr<torch::Tensor> ModelRunner::Run(const ScheduledStep& step) {
   }
 }
 
-absl::Status ModelRunner::LoadWeights(const TensorMap& tensors) {
-  torch::NoGradGuard no_grad;
+void ModelRunner::PrepackWeights(const TensorMap& tensors) { model_->PrepackWeights(tensors); }
+
+absl::StatusOr<Transformer::ReleasedWeights> ModelRunner::AdoptWeights(const TensorMap& tensors) {
   try {
-    return LoadStateDict(*model_, tensors, "installed weights");
+    return model_->AdoptWeights(tensors);
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("loading weights: ", e.what_without_backtrace()));
+    return absl::InternalError(absl::StrCat("installing weights: ", e.what_without_backtrace()));
   }
 }
 

@@ -31,9 +31,14 @@ class ModelRunner {
   // Errors: the model's InvalidArgument/Internal, or Internal for a LibTorch failure.
   absl::StatusOr<torch::Tensor> Run(const ScheduledStep& step);
 
-  // Copies `tensors` into the model's parameters (between steps). InvalidArgument on a missing
-  // or mis-shaped tensor; the model is unchanged then only if the check failed before copying.
-  absl::Status LoadWeights(const TensorMap& tensors);
+  // Hot swap, step 1 (any thread, while steps run): packs the batch-invariant weights of
+  // `tensors` (Transformer::PrepackWeights) so that step 2 need not.
+  void PrepackWeights(const TensorMap& tensors);
+
+  // Hot swap, step 2 (between steps): the parameters become `tensors` by pointer, no copy
+  // (Transformer::AdoptWeights). Returns the old storage for the caller to free. InvalidArgument
+  // (model unchanged) on a missing tensor or a shape/dtype/device mismatch.
+  absl::StatusOr<Transformer::ReleasedWeights> AdoptWeights(const TensorMap& tensors);
 
   // OK iff `tensors` holds every parameter with the model's shape and nothing unexpected (a tied
   // model's lm_head.weight and rotary inv_freq buffers are tolerated). Reads only a snapshot
@@ -41,6 +46,7 @@ class ModelRunner {
   absl::Status CheckWeights(const TensorMap& tensors) const;
 
   const Transformer& model() const { return *model_; }
+  torch::Dtype dtype() const { return model_->options().compute_dtype; }
   const PagedKvCache& cache() const { return cache_; }
 
  private:

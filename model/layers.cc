@@ -10,6 +10,15 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool bias, tor
   if (bias) this->bias = register_parameter("bias", torch::zeros({out_features}, dtype));
 }
 
+void LinearImpl::StagePackedWeight(const torch::Tensor& next) {
+  if (mode_ == NumericMode::kBatchInvariant) pack_cache_->Stage(next);
+}
+
+kernels::PackedLinearWeight LinearImpl::CommitPackedWeight() {
+  if (mode_ != NumericMode::kBatchInvariant) return {};
+  return pack_cache_->Commit(weight);
+}
+
 RmsNormImpl::RmsNormImpl(int64_t dim, double eps, torch::Dtype dtype, NumericMode mode)
     : eps_(eps), mode_(mode) {
   weight = register_parameter("weight", torch::ones({dim}, dtype));

@@ -231,6 +231,73 @@ torch::Tensor Transformer::TargetLogProbs(const torch::Tensor& hidden,
   return pieces.empty() ? torch::zeros({0}, torch::kFloat32) : torch::cat(pieces, 0);
 }
 
+std::vector<std::pair<std::string, LinearImpl*>> Transformer::PackedLinears() {
+  std::vector<std::pair<std::string, LinearImpl*>> linears;
+  for (const auto& item : named_modules()) {
+    auto* linear = dynamic_cast<LinearImpl*>(item.value().get());
+    if (linear == nullptr || (lm_head && linear == lm_head.get())) continue;
+    linears.emplace_back(item.key(), linear);
+  }
+  return linears;
+}
+
+std::string Transformer::LmHeadWeightName() const {
+  return lm_head ? "lm_head.weight" : "model.embed_tokens.weight";
+}
+
+void Transformer::PrepackWeights(const TensorMap& next) {
+  if (options_.numeric_mode != NumericMode::kBatchInvariant) return;
+  torch::NoGradGuard no_grad;
+  for (const auto& [prefix, linear] : PackedLinears()) {
+    auto found = next.find(prefix + ".weight");
+    if (found != next.end() && found->second.sizes() == linear->weight.sizes()) {
+      linear->StagePackedWeight(found->second);
+    }
+  }
+  auto head = next.find(LmHeadWeightName());
+  if (head != next.end() && head->second.sizes() == lm_head_weight().sizes()) {
+    lm_head_cache_->Stage(head->second);
+  }
+}
+
+absl::StatusOr<Transformer::ReleasedWeights> Transformer::AdoptWeights(const TensorMap& next) {
+  torch::NoGradGuard no_grad;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> targets;  // (parameter, new data)
+  for (const auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    const torch::Tensor& parameter = item.value();
+    auto found = next.find(name);
+    if (found == next.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("weights: tensor '", name, "' is missing"));
+    }
+    const torch::Tensor& tensor = found->second;
+    if (tensor.sizes() != parameter.sizes() || tensor.scalar_type() != parameter.scalar_type() ||
+        tensor.device() != parameter.device()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights: tensor '", name, "' is ", c10::toString(tensor.scalar_type()),
+                       c10::str(tensor.sizes()), " on ", tensor.device().str(),
+                       ", the model holds ", c10::toString(parameter.scalar_type()),
+                       c10::str(parameter.sizes()), " on ", parameter.device().str()));
+    }
+    targets.emplace_back(parameter, tensor);
+  }
+  ReleasedWeights released;
+  released.tensors.reserve(targets.size());
+  for (auto& [parameter, tensor] : targets) {
+    released.tensors.push_back(parameter.detach());  // keeps the old storage alive
+    parameter.set_data(tensor);
+  }
+  if (options_.numeric_mode == NumericMode::kBatchInvariant) {
+    for (const auto& [prefix, linear] : PackedLinears()) {
+      kernels::PackedLinearWeight previous = linear->CommitPackedWeight();
+      if (previous.data) released.packs.push_back(std::move(previous));
+    }
+    kernels::PackedLinearWeight previous = lm_head_cache_->Commit(lm_head_weight());
+    if (previous.data) released.packs.push_back(std::move(previous));
+  }
+  return released;
+}
+
 torch::Tensor Transformer::LastTokenRows(const torch::Tensor& hidden, const PackedBatch& batch) {
   std::vector<int64_t> rows;
   for (int64_t s = 0; s < batch.num_sequences(); ++s) rows.push_back(batch.cu_seqlens[s + 1] - 1);

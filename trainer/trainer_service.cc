@@ -7,6 +7,7 @@
 #include "common/auth.h"
 #include "common/grpc_status.h"
 #include "trainer/trainer_convert.h"
+#include "weight_sync/weights_digest.h"
 
 namespace lockstep::trainer {
 namespace {
@@ -137,16 +138,26 @@ grpc::ServerUnaryReactor* TrainerService::SaveCheckpoint(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* TrainerService::GetStatus(grpc::CallbackServerContext* context,
                                                     const v1::TrainerStatusRequest* request,
                                                     v1::TrainerStatusResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const grpc::Status auth = CheckAuth(*context, options_.auth_token);
-  if (auth.ok()) {
+  auto fill = [this, response] {
     std::lock_guard<std::mutex> lock(snapshot_mu_);
     response->set_step(snapshot_.step);
     response->set_weight_version(snapshot_.weight_version);
     response->set_data_cursor(snapshot_.data_cursor);
     response->set_resumed_from(snapshot_.resumed_from);
     response->set_num_parameters(snapshot_.num_parameters);
+  };
+  if (request->with_weights_sha256()) {
+    // The digest reads the weights: on the worker, between calls, consistent with the snapshot.
+    return Enqueue(context, [this, response, fill]() -> absl::Status {
+      RefreshSnapshot();
+      fill();
+      response->set_weights_sha256(weight_sync::WeightsSha256(trainer_->Parameters()));
+      return absl::OkStatus();
+    });
   }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const grpc::Status auth = CheckAuth(*context, options_.auth_token);
+  if (auth.ok()) fill();
   reactor->Finish(auth);
   return reactor;
 }

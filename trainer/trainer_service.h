@@ -5,7 +5,8 @@
 // so every call that touches it (TrainStep, SftStep, ComputeLogprobs, SaveCheckpoint,
 // JoinWeightSync, PublishWeights) is queued to one worker thread owned by the service and runs
 // there in arrival order, off the gRPC callback threads. GetStatus answers at once from a
-// snapshot taken after each call, so it stays responsive during a step.
+// snapshot taken after each call, so it stays responsive during a step; GetStatus with
+// with_weights_sha256 is queued like the others (the digest reads the weights).
 //
 // Weight sync: JoinWeightSync forms the weight-sync group as rank 0 (the trainer hosts the
 // store) with the manifest of Trainer::Parameters(); PublishWeights(v) broadcasts the fp32

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "weight_sync/c10d_compat.h"
+#include "weight_sync/large_buffer.h"
 
 namespace lockstep::weight_sync {
 namespace {
@@ -205,6 +206,23 @@ WeightSyncGroup::~WeightSyncGroup() {
   if (broken_ && backend_ && backend_->collectives) backend_->collectives->Abandon();
 }
 
+torch::Tensor WeightSyncGroup::BucketBuffer(int slot, int64_t num_elements) {
+  if (!bucket_buffers_[slot].defined()) {
+    const int64_t capacity = std::min(plan_.bucket_elements(), plan_.num_elements());
+    bucket_buffers_[slot] = AllocateLargeBuffer(capacity, torch::kFloat32);
+  }
+  return bucket_buffers_[slot].narrow(0, 0, num_elements);
+}
+
+torch::Tensor WeightSyncGroup::StagingBuffer() {
+  for (const torch::Tensor& buffer : staging_buffers_) {
+    if (buffer.storage().use_count() == 1) return buffer;  // every view of it was dropped
+  }
+  torch::Tensor buffer = AllocateLargeBuffer(plan_.num_elements(), torch::kFloat32);
+  if (staging_buffers_.size() < 2) staging_buffers_.push_back(buffer);
+  return buffer;
+}
+
 absl::Status WeightSyncGroup::Fail(absl::Status status) {
   broken_ = true;
   return status;
@@ -263,8 +281,6 @@ absl::Status WeightSyncGroup::Send(const TensorMap& params, int64_t version) {
       return s;
     }
     // Two bucket buffers: bucket k + 1 is packed while bucket k is on the wire.
-    const int64_t capacity = std::min(plan_.bucket_elements(), plan_.num_elements());
-    std::array<torch::Tensor, 2> buffers;
     std::array<c10::intrusive_ptr<c10d::Work>, 2> in_flight;
     std::vector<int64_t> hashes;
     for (int64_t k = 0; k < plan_.num_buckets(); ++k) {
@@ -276,8 +292,7 @@ absl::Status WeightSyncGroup::Send(const TensorMap& params, int64_t version) {
         }
         in_flight[slot].reset();
       }
-      if (!buffers[slot].defined()) buffers[slot] = torch::empty({capacity}, torch::kFloat32);
-      torch::Tensor buffer = buffers[slot].narrow(0, 0, bucket.num_elements);
+      torch::Tensor buffer = BucketBuffer(slot, bucket.num_elements);
       for (const Segment& segment : bucket.segments) {
         buffer.narrow(0, segment.bucket_offset, segment.num_elements)
             .copy_(flat[segment.entry].narrow(0, segment.entry_offset, segment.num_elements));
@@ -332,7 +347,7 @@ absl::StatusOr<TensorMap> WeightSyncGroup::Receive(int64_t expected_version, tor
     std::vector<int64_t> hashes;
     if (dtype == torch::kFloat32) {
       // fp32: receive straight into one flat buffer that the returned tensors view (no copy).
-      torch::Tensor flat = torch::empty({plan_.num_elements()}, torch::kFloat32);
+      torch::Tensor flat = StagingBuffer();
       std::vector<c10::intrusive_ptr<c10d::Work>> works;
       std::vector<torch::Tensor> slices;
       for (const Bucket& bucket : plan_.buckets()) {
@@ -359,13 +374,10 @@ absl::StatusOr<TensorMap> WeightSyncGroup::Receive(int64_t expected_version, tor
         outputs.push_back(torch::empty(shape, dtype));
         received.emplace(name, outputs.back());
       }
-      const int64_t capacity = std::min(plan_.bucket_elements(), plan_.num_elements());
-      std::array<torch::Tensor, 2> buffers;
       std::array<c10::intrusive_ptr<c10d::Work>, 2> in_flight;
       auto launch = [&](int64_t k) {
         const int slot = static_cast<int>(k % 2);
-        if (!buffers[slot].defined()) buffers[slot] = torch::empty({capacity}, torch::kFloat32);
-        torch::Tensor buffer = buffers[slot].narrow(0, 0, plan_.bucket(k).num_elements);
+        torch::Tensor buffer = BucketBuffer(slot, plan_.bucket(k).num_elements);
         in_flight[slot] = backend_->collectives->Broadcast(buffer);
       };
       if (plan_.num_buckets() > 0) launch(0);
@@ -375,7 +387,7 @@ absl::StatusOr<TensorMap> WeightSyncGroup::Receive(int64_t expected_version, tor
         if (absl::Status s = Wait(in_flight[slot], absl::StrCat("bucket ", k)); !s.ok()) return s;
         in_flight[slot].reset();
         const Bucket& bucket = plan_.bucket(k);
-        torch::Tensor buffer = buffers[slot].narrow(0, 0, bucket.num_elements);
+        torch::Tensor buffer = BucketBuffer(slot, bucket.num_elements);
         if (options_.verify) {
           hashes.push_back(static_cast<int64_t>(
               BucketHash(buffer.data_ptr(), static_cast<size_t>(bucket.num_elements) * 4)));

@@ -32,6 +32,7 @@
 
 #include <torch/torch.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -89,9 +90,13 @@ class WeightSyncGroup {
   // sent). Returns after the last bucket (and the verification) completed on this rank.
   absl::Status Send(const TensorMap& params, int64_t version);
 
-  // Ranks >= 1: receives the next broadcast into new CPU tensors of `dtype`, one per manifest
-  // entry (a staging copy the caller owns). FailedPrecondition if the announced version is not
-  // `expected_version` (the broadcast is still consumed, so the group stays usable).
+  // Ranks >= 1: receives the next broadcast into CPU tensors of `dtype`, one per manifest entry
+  // (a staging copy the caller owns; nothing else writes them while the caller holds any of
+  // them). fp32 tensors are views of one staging buffer that the group recycles for a later
+  // Receive once the caller has dropped every view of it: faulting in fresh memory, not the
+  // wire, is what made syncs slow (a generator keeps at most two: the weights it runs and the
+  // next ones). FailedPrecondition if the announced version is not `expected_version` (the
+  // broadcast is still consumed, so the group stays usable).
   absl::StatusOr<TensorMap> Receive(int64_t expected_version, torch::Dtype dtype);
 
   int rank() const { return options_.rank; }
@@ -117,10 +122,20 @@ class WeightSyncGroup {
   // All-gathers this rank's bucket hashes and compares every rank's with rank 0's.
   absl::Status VerifyHashes(const std::vector<int64_t>& hashes);
   absl::Status Fail(absl::Status status);  // marks the group broken and returns `status`
+  // bucket_buffers_[slot] (allocated on first use), narrowed to `num_elements`.
+  torch::Tensor BucketBuffer(int slot, int64_t num_elements);
+  // A whole-stream fp32 buffer for Receive: a kept one nobody else holds, else a new one.
+  torch::Tensor StagingBuffer();
 
   const GroupOptions options_;
   const BucketPlan plan_;
   std::unique_ptr<Backend> backend_;
+  // Two fp32 bucket buffers (rank 0 packs into one while the other is on the wire; a
+  // lower-precision receiver casts out of one while the other fills), kept across broadcasts so
+  // that every sync does not page-fault fresh memory in again.
+  std::array<torch::Tensor, 2> bucket_buffers_;
+  // fp32 staging buffers handed out by Receive (at most two kept), reused when only we hold them.
+  std::vector<torch::Tensor> staging_buffers_;
   bool broken_ = false;
   double last_seconds_ = 0;
 };

@@ -81,6 +81,33 @@ PackedLinearWeight LinearPackCache::Get(const torch::Tensor& weight) {
   return packed_;
 }
 
+void LinearPackCache::Stage(const torch::Tensor& next) {
+  TORCH_CHECK(next.scalar_type() == torch::kFloat32 && next.dim() == 2,
+              "batch-invariant linear needs a 2-D float32 weight");
+  torch::Tensor w = next.detach().contiguous();
+  PackedLinearWeight packed = PackLinearWeight(w.data_ptr<float>(), w.size(0), w.size(1));
+  std::lock_guard<std::mutex> lock(mu_);
+  staged_ = std::move(packed);
+  staged_data_ = next.data_ptr();
+  staged_numel_ = next.numel();
+}
+
+PackedLinearWeight LinearPackCache::Commit(const torch::Tensor& weight) {
+  std::lock_guard<std::mutex> lock(mu_);
+  PackedLinearWeight previous;
+  if (staged_.data && staged_data_ == weight.data_ptr() && staged_numel_ == weight.numel()) {
+    previous = std::move(packed_);
+    packed_ = std::move(staged_);
+    data_ = weight.data_ptr();
+    version_ = static_cast<int64_t>(weight._version());
+    numel_ = weight.numel();
+  }
+  staged_ = PackedLinearWeight();
+  staged_data_ = nullptr;
+  staged_numel_ = -1;
+  return previous;
+}
+
 torch::Tensor BatchInvariantLinear(const torch::Tensor& x, const torch::Tensor& weight,
                                    const torch::Tensor& bias, LinearPackCache* cache) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32, "batch-invariant linear needs float32 input");

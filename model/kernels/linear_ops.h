@@ -13,10 +13,25 @@ namespace lockstep::kernels {
 // The packed copy of one weight tensor, re-packed when the weight changes (a new tensor, new
 // storage, or an in-place update that bumps the tensor's version counter). One cache per weight
 // use site (each Linear layer, the LM head). Thread-safe.
+//
+// Hot swap without a repack stall: Stage(next) packs the next weight tensor on the caller's
+// thread while forwards keep using the current pack; once the parameter points at `next`
+// (Tensor::set_data), Commit(parameter) makes the staged pack current in O(1) and hands back the
+// previous one, so that the caller can free it off the hot thread.
 class LinearPackCache {
  public:
   // Returns the packed form of `weight` ([N, K] fp32), packing it if it changed.
   PackedLinearWeight Get(const torch::Tensor& weight);
+
+  // Packs `next` ([N, K] fp32) as the staged pack, replacing an earlier staged one. The packing
+  // runs without holding the cache's lock (Get is not blocked meanwhile). The caller must not
+  // change `next` in place afterwards.
+  void Stage(const torch::Tensor& next);
+
+  // If the staged pack was made from the storage `weight` now uses, it becomes current (without
+  // packing) and the previous current pack is returned (empty otherwise); the staged slot is
+  // cleared either way. O(1).
+  PackedLinearWeight Commit(const torch::Tensor& weight);
 
  private:
   std::mutex mu_;
@@ -24,6 +39,9 @@ class LinearPackCache {
   const void* data_ = nullptr;
   int64_t version_ = -1;
   int64_t numel_ = -1;
+  PackedLinearWeight staged_;
+  const void* staged_data_ = nullptr;
+  int64_t staged_numel_ = -1;
 };
 
 // y = x W^T (+ b) with every output element summed over K in one fixed order (batch-invariant).
