@@ -23,8 +23,8 @@ const std::map<std::string, std::vector<std::string>>& KnownKeys() {
       {"model", {"preset", "path", "mode", "dtype"}},
       {"tokenizer", {"path"}},
       {"data",
-       {"task", "train_file", "eval_file", "eval_size", "max_operand", "prompt_field",
-        "answer_field"}},
+       {"task", "train_file", "eval_file", "eval_size", "max_operand", "teacher_carry_error",
+        "teacher_draws", "prompt_field", "answer_field"}},
       {"sft", {"steps", "batch_size", "lr"}},
       {"generator",
        {"count", "addresses", "kv_bytes", "threads", "temperature", "top_p", "top_k",
@@ -316,6 +316,8 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
     r.String("eval_file", &config->data.eval_file);
     r.Int("eval_size", &config->data.eval_size);
     r.Int("max_operand", &config->data.max_operand);
+    r.Double("teacher_carry_error", &config->data.teacher_carry_error);
+    r.Int("teacher_draws", &config->data.teacher_draws);
     r.String("prompt_field", &config->data.prompt_field);
     r.String("answer_field", &config->data.answer_field);
     r.CheckUnknownKeys();

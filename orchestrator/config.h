@@ -53,6 +53,10 @@ struct DataSection {
   std::string eval_file;    // JSONL; optional (empty: held-out examples of the task)
   int64_t eval_size = 200;  // held-out prompts scored before and after RL
   int64_t max_operand = 9;  // arithmetic task: operands in [0, max_operand]
+  // arithmetic task, SFT set only: the teacher drops the carry in this share of a carry
+  // problem's teacher_draws answers (data/arithmetic_task.h). RL and eval use the true sums.
+  double teacher_carry_error = 0.0;
+  int64_t teacher_draws = 1;
   std::string prompt_field = "prompt";
   std::string answer_field = "answer";
 };

@@ -86,6 +86,10 @@ void CheckModelAndData(const JobConfig& c, Problems& p) {
   p.ExistingFile("data.eval_file", c.data.eval_file);
   p.AtLeast("data.eval_size", c.data.eval_size, 0);
   p.AtLeast("data.max_operand", c.data.max_operand, 1);
+  if (!(c.data.teacher_carry_error >= 0 && c.data.teacher_carry_error <= 1)) {
+    p.Add("data.teacher_carry_error", "must be in [0, 1]");
+  }
+  p.AtLeast("data.teacher_draws", c.data.teacher_draws, 1);
   if (c.data.prompt_field.empty()) p.Add("data.prompt_field", "must not be empty");
   if (c.data.answer_field.empty()) p.Add("data.answer_field", "must not be empty");
 

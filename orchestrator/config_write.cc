@@ -96,6 +96,8 @@ toml::table ToToml(const JobConfig& c) {
                            {"eval_file", c.data.eval_file},
                            {"eval_size", c.data.eval_size},
                            {"max_operand", c.data.max_operand},
+                           {"teacher_carry_error", c.data.teacher_carry_error},
+                           {"teacher_draws", c.data.teacher_draws},
                            {"prompt_field", c.data.prompt_field},
                            {"answer_field", c.data.answer_field}}},
       {"sft",
@@ -180,6 +182,7 @@ nlohmann::json TrainerOptionsJson(const JobConfig& config, const std::string& ch
   return nlohmann::json{
       {"mode", config.model.mode},
       {"lr", t.lr},
+      {"sft_lr", config.sft.lr},  // SftStep's own constant rate
       {"betas", t.betas},
       {"eps", t.eps},
       {"weight_decay", t.weight_decay},
