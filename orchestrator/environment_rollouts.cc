@@ -7,6 +7,7 @@
 #include "common/auth.h"
 #include "model/tokenizer/chat_template.h"
 #include "orchestrator/train_rollout.h"
+#include "orchestrator/valid_utf8.h"
 #include "rewards/episode.h"
 
 namespace lockstep::orchestrator {
@@ -135,7 +136,7 @@ void EnvironmentRollouts::RunEpisodeTask(const Task& task) {
     out.logprobs.assign(sample.logprobs().begin(), sample.logprobs().end());
     out.weight_versions.assign(sample.weight_versions().begin(), sample.weight_versions().end());
     absl::StatusOr<std::string> text = tokenizer_->Decode(out.tokens, /*skip_special_tokens=*/true);
-    out.text = text.ok() ? *text : "";
+    out.text = text.ok() ? ValidUtf8(*text) : "";
     return out;
   };
   // An observation with a role is a chat message (the model's turn ended with <|im_end|>);

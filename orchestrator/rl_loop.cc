@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/tokenizer/chat_template.h"
 #include "orchestrator/train_rollout.h"
+#include "orchestrator/valid_utf8.h"
 #include "orchestrator/weight_sync_driver.h"
 
 namespace lockstep::orchestrator {
@@ -47,7 +48,7 @@ std::vector<rewards::RewardInput> RewardItems(const PromptInFlight& prompt,
     item.completion_token_ids.assign(sample.token_ids().begin(), sample.token_ids().end());
     absl::StatusOr<std::string> text =
         tokenizer.Decode(item.completion_token_ids, /*skip_special_tokens=*/true);
-    item.completion = text.ok() ? *text : "";
+    item.completion = text.ok() ? ValidUtf8(*text) : "";
     item.reference = prompt.example->answer.value_or("");
     item.metadata = MetadataStrings(*prompt.example);
     items.push_back(std::move(item));

@@ -20,6 +20,7 @@
 #include "orchestrator/environment_rollouts.h"
 #include "orchestrator/rl_loop.h"
 #include "orchestrator/train_rollout.h"
+#include "orchestrator/valid_utf8.h"
 #include "proto/generator.grpc.pb.h"
 #include "proto/trainer.grpc.pb.h"
 #include "rewards/guess_number_env.h"
@@ -326,6 +327,13 @@ TEST(TrainRolloutTest, EpisodeTokensOfTheEnvironmentAreMaskedWithAKnownVersion) 
       (std::vector<int64_t>{4, 4, 4, 4, 4, 5}));
   EXPECT_TRUE(std::isnan(rollout->behaviour_logprobs(4)));
   EXPECT_EQ(rollout->behaviour_logprobs(3), -0.25f);
+}
+
+TEST(ValidUtf8Test, InvalidBytesBecomeReplacementCharacters) {
+  EXPECT_EQ(ValidUtf8("7 + \xC3\xA9"), "7 + \xC3\xA9");  // valid: unchanged
+  EXPECT_EQ(ValidUtf8("12\xC3"), "12\xEF\xBF\xBD");       // stops inside a character
+  EXPECT_EQ(ValidUtf8("\xFF\xFEx"), "\xEF\xBF\xBD\xEF\xBF\xBDx");
+  EXPECT_EQ(ValidUtf8(""), "");
 }
 
 }  // namespace
