@@ -14,6 +14,7 @@
 // batch-invariant modes (target <= 50 ms). The weights are prepared (cast, packed) on another
 // thread meanwhile, as GeneratorService.ReceiveWeights does.
 // Receivers are this binary re-executed with --peer.
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,8 +31,10 @@
 #include "absl/strings/str_cat.h"
 #include "generator/engine_loop.h"
 #include "model/checkpoint.h"
+#include "model/compute_threads.h"
 #include "nlohmann/json.hpp"
 #include "tests/weight_sync/child_process.h"
+#include "weight_sync/large_buffer.h"
 #include "weight_sync/sync_group.h"
 
 namespace lockstep::weight_sync {
@@ -41,6 +44,20 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// CPU time of the calling thread (ms) and of the whole process (s): on a loaded machine wall time
+// is mostly waiting for a core, CPU time is the work itself.
+double ThreadCpuMs() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return now.tv_sec * 1e3 + now.tv_nsec / 1e6;
+}
+
+double ProcessCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return now.tv_sec + now.tv_nsec / 1e9;
 }
 
 double Median(std::vector<double> values) {
@@ -94,6 +111,7 @@ double MemcpySeconds(const TensorMap& params, int64_t total_bytes, int iteration
 struct SyncFigures {
   double seconds = 0;
   int64_t num_buckets = 0;
+  double sender_cpu_seconds = 0;  // rank 0's process CPU time during the Send
 };
 
 absl::StatusOr<SyncFigures> MeasureSync(const std::string& set, const Manifest& manifest,
@@ -121,11 +139,15 @@ absl::StatusOr<SyncFigures> MeasureSync(const std::string& set, const Manifest& 
   absl::StatusOr<std::unique_ptr<WeightSyncGroup>> sender =
       WeightSyncGroup::Join(options, manifest);
   if (!sender.ok()) return sender.status();
-  std::vector<double> times;
+  std::vector<double> times, cpu_times;
   for (int i = 0; i < iterations + 1; ++i) {
     const Clock::time_point start = Clock::now();
+    const double cpu_start = ProcessCpuSeconds();
     if (absl::Status s = (*sender)->Send(params, i); !s.ok()) return s;
-    if (i > 0) times.push_back(Seconds(start));  // the first round warms up
+    if (i > 0) {  // the first round warms up
+      times.push_back(Seconds(start));
+      cpu_times.push_back(ProcessCpuSeconds() - cpu_start);
+    }
   }
   for (auto& peer : peers) {
     std::optional<int> code = peer->Wait(std::chrono::milliseconds(60000));
@@ -135,7 +157,7 @@ absl::StatusOr<SyncFigures> MeasureSync(const std::string& set, const Manifest& 
     }
   }
   std::remove(manifest_path.c_str());
-  return SyncFigures{Median(times), (*sender)->num_buckets()};
+  return SyncFigures{Median(times), (*sender)->num_buckets(), Median(cpu_times)};
 }
 
 int RunPeer(const GroupOptions& base_options, const std::string& manifest_path, int iterations) {
@@ -162,6 +184,7 @@ int RunPeer(const GroupOptions& base_options, const std::string& manifest_path, 
 
 struct SwapFigures {
   double stall_ms = 0;    // the extra time the swap step took: the generation stall
+  double stall_cpu_ms = 0;  // the same in engine-thread CPU time (robust to a loaded machine)
   double apply_ms = 0;    // ApplyPreparedWeights alone (the pointer swap)
   double step_ms = 0;     // a normal decode step next to it
   double prepare_ms = 0;  // PrepareWeights (checks, casts, packing), off the engine thread
@@ -196,22 +219,35 @@ absl::StatusOr<SwapFigures> MeasureSwapStall(NumericMode mode) {
     }
     return absl::OkStatus();
   };
+  double last_step_cpu_ms = 0;
   auto timed_step = [&]() -> absl::StatusOr<double> {
     if (absl::Status s = keep_busy(); !s.ok()) return s;
     const Clock::time_point start = Clock::now();
+    const double cpu_start = ThreadCpuMs();
     if (absl::StatusOr<std::vector<generator::SampleOutput>> out = engine.Step(); !out.ok()) {
       return out.status();
     }
+    last_step_cpu_ms = ThreadCpuMs() - cpu_start;
     return Seconds(start) * 1e3;
   };
   for (int i = 0; i < 3; ++i) {  // prefill, warm-up
     if (absl::StatusOr<double> ms = timed_step(); !ms.ok()) return ms.status();
   }
-  std::vector<double> stalls, applies, steps, prepares;
+  std::vector<double> stalls, cpu_stalls, applies, steps, prepares;
   for (int version = 1; version <= 3; ++version) {
-    // A fresh staging copy, as ReceiveWeights hands over, prepared on another thread meanwhile.
+    // A fresh staging copy laid out as WeightSyncGroup::Receive hands it to ReceiveWeights (fp32
+    // views of one large buffer), prepared on another thread meanwhile.
+    int64_t total = 0;
+    for (const auto& [name, tensor] : fresh) total += tensor.numel();
+    torch::Tensor flat = AllocateLargeBuffer(total, torch::kFloat32);
     TensorMap staged;
-    for (const auto& [name, tensor] : fresh) staged[name] = tensor.clone();
+    int64_t offset = 0;
+    for (const auto& [name, tensor] : fresh) {
+      staged[name] = flat.narrow(0, offset, tensor.numel()).view(tensor.sizes());
+      staged[name].copy_(tensor.detach());
+      offset += tensor.numel();
+    }
+    flat.reset();
     double prepare_ms = 0;
     std::future<absl::StatusOr<generator::Engine::PreparedWeights>> preparing =
         std::async(std::launch::async, [&engine, &staged, &prepare_ms, version] {
@@ -225,14 +261,16 @@ absl::StatusOr<SwapFigures> MeasureSwapStall(NumericMode mode) {
     }
     absl::StatusOr<generator::Engine::PreparedWeights> prepared = preparing.get();
     if (!prepared.ok()) return prepared.status();
-    std::vector<double> normal;
+    std::vector<double> normal, normal_cpu;
     for (int i = 0; i < 5; ++i) {
       absl::StatusOr<double> ms = timed_step();
       if (!ms.ok()) return ms.status();
       normal.push_back(*ms);
+      normal_cpu.push_back(last_step_cpu_ms);
     }
     if (absl::Status s = keep_busy(); !s.ok()) return s;
     const Clock::time_point start = Clock::now();
+    const double cpu_start = ThreadCpuMs();
     absl::StatusOr<Transformer::ReleasedWeights> released =
         engine.ApplyPreparedWeights(*std::move(prepared));
     if (!released.ok()) return released.status();
@@ -241,18 +279,25 @@ absl::StatusOr<SwapFigures> MeasureSwapStall(NumericMode mode) {
       return out.status();
     }
     const double swap_step_ms = Seconds(start) * 1e3;
+    const double swap_step_cpu_ms = ThreadCpuMs() - cpu_start;
     released->tensors.clear();  // the old weights go away off the engine's clock, as in the loop
     released->packs.clear();
     const double step_ms = Median(normal);
-    std::fprintf(stderr, "    swap %s v%d: apply %.2f ms, swap step %.1f ms, normal step %.1f ms\n",
-                 NumericModeName(mode), version, apply_ms, swap_step_ms, step_ms);
+    std::fprintf(
+        stderr,
+        "    swap %s v%d: apply %.2f ms, swap step %.1f ms (cpu %.1f), normal step %.1f ms "
+        "(cpu %.1f)\n",
+        NumericModeName(mode), version, apply_ms, swap_step_ms, swap_step_cpu_ms, step_ms,
+        Median(normal_cpu));
     stalls.push_back(std::max(0.0, swap_step_ms - step_ms));
+    cpu_stalls.push_back(std::max(0.0, swap_step_cpu_ms - Median(normal_cpu)));
     applies.push_back(apply_ms);
     steps.push_back(step_ms);
     prepares.push_back(prepare_ms);
     if (engine.weight_version() != version) return absl::InternalError("swap not applied");
   }
-  return SwapFigures{Median(stalls), Median(applies), Median(steps), Median(prepares)};
+  return SwapFigures{Median(stalls), Median(cpu_stalls), Median(applies), Median(steps),
+                     Median(prepares)};
 }
 
 int Main(int argc, char** argv) {
@@ -282,11 +327,12 @@ int Main(int argc, char** argv) {
     return RunPeer(peer_options, manifest_path, iterations);
   }
 
+  SetComputeThreads(1);  // one engine thread; keeps Debian's OpenBLAS from spinning a pool
   nlohmann::json json = {{"bucket_bytes", bucket_bytes}, {"iterations", iterations}};
   std::printf("bench_weight_sync: loopback Gloo, bucket %lld MiB, median of %d\n",
               static_cast<long long>(bucket_bytes >> 20), iterations);
-  std::printf("  %-24s %9s %10s %9s %9s %10s %9s %8s\n", "set", "receivers", "MB", "buckets",
-              "sync s", "sync GB/s", "memcpy s", "ratio");
+  std::printf("  %-24s %9s %10s %9s %9s %10s %9s %8s %9s\n", "set", "receivers", "MB", "buckets",
+              "sync s", "sync GB/s", "memcpy s", "ratio", "cpu0 s");
   double headline_gbps = 1e30, headline_ratio = 0;
   std::vector<std::pair<std::string, Manifest>> sets = {{"base", BaseManifest()}};
   if (!skip_large) sets.push_back({"synthetic_500m", LargeManifest()});
@@ -304,9 +350,9 @@ int Main(int argc, char** argv) {
       }
       const double gbps = bytes / sync->seconds / 1e9;
       const double ratio = sync->seconds / memcpy_seconds;
-      std::printf("  %-24s %9d %10.1f %9lld %9.3f %10.2f %9.3f %8.2f\n", set.c_str(), receivers,
-                  bytes / 1e6, static_cast<long long>(sync->num_buckets), sync->seconds, gbps,
-                  memcpy_seconds, ratio);
+      std::printf("  %-24s %9d %10.1f %9lld %9.3f %10.2f %9.3f %8.2f %9.3f\n", set.c_str(),
+                  receivers, bytes / 1e6, static_cast<long long>(sync->num_buckets), sync->seconds,
+                  gbps, memcpy_seconds, ratio, sync->sender_cpu_seconds);
       json["cases"].push_back({{"set", set},
                                {"parameters", manifest.num_elements()},
                                {"bytes", bytes},
@@ -316,7 +362,8 @@ int Main(int argc, char** argv) {
                                {"sync_gbps", gbps},
                                {"memcpy_seconds", memcpy_seconds},
                                {"memcpy_gbps", bytes / memcpy_seconds / 1e9},
-                               {"sync_vs_memcpy", ratio}});
+                               {"sync_vs_memcpy", ratio},
+                               {"sender_cpu_seconds", sync->sender_cpu_seconds}});
       if (receivers == 1) {
         headline_gbps = std::min(headline_gbps, gbps);
         headline_ratio = std::max(headline_ratio, ratio);
@@ -335,13 +382,15 @@ int Main(int argc, char** argv) {
       return 1;
     }
     json["swap"][name] = {{"stall_ms", swap->stall_ms},
+                          {"stall_cpu_ms", swap->stall_cpu_ms},
                           {"apply_ms", swap->apply_ms},
                           {"step_ms", swap->step_ms},
                           {"prepare_ms", swap->prepare_ms}};
     std::printf(
-        "  swap (base preset, %s): stall %.1f ms (pointer swap %.2f ms; decode step %.1f ms; "
-        "prepared off the engine thread in %.0f ms)\n",
-        name.c_str(), swap->stall_ms, swap->apply_ms, swap->step_ms, swap->prepare_ms);
+        "  swap (base preset, %s): stall %.1f ms, %.1f ms engine CPU (pointer swap %.2f ms; decode "
+        "step %.1f ms; prepared off the engine thread in %.0f ms)\n",
+        name.c_str(), swap->stall_ms, swap->stall_cpu_ms, swap->apply_ms, swap->step_ms,
+        swap->prepare_ms);
     worst_stall_ms = std::max(worst_stall_ms, swap->stall_ms);
   }
   // Headline: the worse mode.
