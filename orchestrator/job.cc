@@ -542,9 +542,20 @@ absl::StatusOr<nlohmann::json> Job::Run() {
   supervisor_.StopAll();
 
   std::printf("\n  %-28s %s\n", "run", paths_.root.c_str());
-  std::printf("  %-28s %.3f\n", "held-out accuracy before RL",
-              summary["accuracy_before"].get<double>());
-  std::printf("  %-28s %.3f\n", "held-out accuracy after RL", after->accuracy);
+  if (config_.environment.enabled()) {
+    const nlohmann::json& episodes = summary["episodes"];
+    std::printf("  %-28s %lld (%lld failed, %lld turns)\n", "episodes",
+                static_cast<long long>(episodes["episodes"].get<int64_t>()),
+                static_cast<long long>(episodes["failed"].get<int64_t>()),
+                static_cast<long long>(episodes["turns"].get<int64_t>()));
+  } else {
+    std::printf("  %-28s %.3f\n", "held-out accuracy before RL",
+                summary["accuracy_before"].get<double>());
+    std::printf("  %-28s %.3f\n", "held-out accuracy after RL", after->accuracy);
+  }
+  std::printf("  %-28s %lld of %lld\n", "reward items failed",
+              static_cast<long long>(totals.reward_items_failed),
+              static_cast<long long>(totals.reward_items_sent));
   std::printf("  %-28s %lld\n", "parity tokens compared",
               static_cast<long long>(totals.parity_tokens_compared));
   std::printf("  %-28s %lld\n", "parity tokens mismatched",
