@@ -1,0 +1,59 @@
+// The demo recipes (configs/demo.toml, configs/demo_async.toml): they load and validate, they
+// are the same job but for max_staleness (and the name), and their eval is held out: none of
+// its (a, b) pairs is in the SFT or RL sets the job builds from the same options and seed.
+#include <set>
+#include <string>
+#include <utility>
+
+#include "data/arithmetic_task.h"
+#include "gtest/gtest.h"
+#include "orchestrator/config.h"
+
+namespace lockstep::orchestrator {
+namespace {
+
+JobConfig Load(const std::string& name) {
+  absl::StatusOr<JobConfig> config = LoadJobConfig(LOCKSTEP_SOURCE_DIR "/configs/" + name);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.ok() ? *config : JobConfig{};
+}
+
+TEST(DemoRecipesTest, DemoIsOnPolicyStrictParityWithAWarmStart) {
+  const JobConfig demo = Load("demo.toml");
+  EXPECT_EQ(demo.model.mode, "batch_invariant");
+  EXPECT_EQ(demo.parity.mode, "strict");
+  EXPECT_EQ(demo.async.max_staleness, 0);
+  EXPECT_EQ(demo.data.task, "arithmetic");
+  EXPECT_GT(demo.sft.steps, 0);
+  EXPECT_GT(demo.data.eval_size, 0);
+}
+
+TEST(DemoRecipesTest, AsyncDemoIsTheSameJobWithStalenessTwo) {
+  JobConfig demo = Load("demo.toml"), async = Load("demo_async.toml");
+  EXPECT_EQ(async.async.max_staleness, 2);
+  async.async.max_staleness = demo.async.max_staleness;
+  async.job.name = demo.job.name;
+  demo.source = async.source = "";
+  EXPECT_EQ(ResolvedConfigToml(demo), ResolvedConfigToml(async));
+}
+
+TEST(DemoRecipesTest, TheEvalIsHeldOutFromSftAndRl) {
+  const JobConfig demo = Load("demo.toml");
+  ArithmeticTaskOptions options;
+  options.max_operand = demo.data.max_operand;
+  options.eval_size = demo.data.eval_size;
+  options.teacher_carry_error = demo.data.teacher_carry_error;
+  options.teacher_draws = demo.data.teacher_draws;
+  options.seed = static_cast<uint64_t>(demo.job.seed);
+  absl::StatusOr<ArithmeticTask> task = MakeArithmeticTask(options);
+  ASSERT_TRUE(task.ok()) << task.status();
+  std::set<std::string> trained, evaluated;
+  for (const Example& e : task->train.examples()) trained.insert(*e.prompt);
+  for (const Example& e : task->sft.examples()) trained.insert(*e.prompt);
+  for (const Example& e : task->eval.examples()) evaluated.insert(*e.prompt);
+  EXPECT_EQ(evaluated.size(), task->eval.num_examples()) << "every eval problem distinct";
+  for (const std::string& prompt : evaluated) EXPECT_EQ(trained.count(prompt), 0u) << prompt;
+}
+
+}  // namespace
+}  // namespace lockstep::orchestrator
