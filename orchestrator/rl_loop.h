@@ -122,7 +122,6 @@ class RlLoop {
   absl::Status SubmitPrompt();
   // The multi-turn form of a submitted prompt's generation and scoring (services_.environment).
   void SubmitEpisodes(const std::shared_ptr<PromptInFlight>& prompt);
-  void StartScoring(const std::shared_ptr<PromptInFlight>& prompt);
   // The rollouts of the batch with their advantages; counts failed items and ages.
   absl::StatusOr<v1::TrainStepRequest> BuildTrainBatch(
       const std::vector<std::shared_ptr<PromptInFlight>>& batch, int64_t trainer_version,
