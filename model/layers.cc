@@ -11,11 +11,10 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool bias, tor
 }
 
 void LinearImpl::StagePackedWeight(const torch::Tensor& next) {
-  if (mode_ == NumericMode::kBatchInvariant) pack_cache_->Stage(next);
+  if (mode_ == NumericMode::kBatchInvariant || pack_cache_->in_use()) pack_cache_->Stage(next);
 }
 
 kernels::PackedLinearWeight LinearImpl::CommitPackedWeight() {
-  if (mode_ != NumericMode::kBatchInvariant) return {};
   return pack_cache_->Commit(weight);
 }
 

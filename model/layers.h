@@ -20,8 +20,9 @@ class LinearImpl : public torch::nn::Module {
     return ops::Linear(x, weight, bias, mode_, pack_cache_.get());
   }
 
-  // Hot swap (Transformer::PrepackWeights / AdoptWeights): in batch-invariant mode, packs `next`
-  // (the weight about to be installed) without blocking forwards; a no-op in fast mode.
+  // Hot swap (Transformer::PrepackWeights / AdoptWeights): packs `next` (the weight about to be
+  // installed) without blocking forwards, in batch-invariant mode and whenever a fast-mode
+  // decode step has packed this weight; otherwise a no-op.
   void StagePackedWeight(const torch::Tensor& next);
   // After `weight` was pointed at the staged tensor: makes its pack current in O(1); returns the
   // previous pack (empty if there was none to replace) for the caller to free.

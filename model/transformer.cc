@@ -246,7 +246,6 @@ std::string Transformer::LmHeadWeightName() const {
 }
 
 void Transformer::PrepackWeights(const TensorMap& next) {
-  if (options_.numeric_mode != NumericMode::kBatchInvariant) return;
   torch::NoGradGuard no_grad;
   for (const auto& [prefix, linear] : PackedLinears()) {
     auto found = next.find(prefix + ".weight");
@@ -255,7 +254,9 @@ void Transformer::PrepackWeights(const TensorMap& next) {
     }
   }
   auto head = next.find(LmHeadWeightName());
-  if (head != next.end() && head->second.sizes() == lm_head_weight().sizes()) {
+  const bool stage_head = options_.numeric_mode == NumericMode::kBatchInvariant ||
+                          lm_head_cache_->in_use();
+  if (stage_head && head != next.end() && head->second.sizes() == lm_head_weight().sizes()) {
     lm_head_cache_->Stage(head->second);
   }
 }
@@ -287,14 +288,12 @@ absl::StatusOr<Transformer::ReleasedWeights> Transformer::AdoptWeights(const Ten
     released.tensors.push_back(parameter.detach());  // keeps the old storage alive
     parameter.set_data(tensor);
   }
-  if (options_.numeric_mode == NumericMode::kBatchInvariant) {
-    for (const auto& [prefix, linear] : PackedLinears()) {
-      kernels::PackedLinearWeight previous = linear->CommitPackedWeight();
-      if (previous.data) released.packs.push_back(std::move(previous));
-    }
-    kernels::PackedLinearWeight previous = lm_head_cache_->Commit(lm_head_weight());
+  for (const auto& [prefix, linear] : PackedLinears()) {
+    kernels::PackedLinearWeight previous = linear->CommitPackedWeight();
     if (previous.data) released.packs.push_back(std::move(previous));
   }
+  kernels::PackedLinearWeight previous = lm_head_cache_->Commit(lm_head_weight());
+  if (previous.data) released.packs.push_back(std::move(previous));
   return released;
 }
 

@@ -118,9 +118,10 @@ class Transformer : public torch::nn::Module {
   // dtype and device; extra entries are ignored. After AdoptWeights the parameters ARE those
   // tensors (no copy): nobody may change them in place afterwards.
 
-  // Batch-invariant mode: packs every Linear's (and the LM head's) weight from `next` without
-  // blocking forwards, so that AdoptWeights need not repack. No-op in fast mode; missing names
-  // are skipped (AdoptWeights reports them).
+  // Packs every Linear's (and the LM head's) weight from `next` without blocking forwards, so
+  // that AdoptWeights need not repack: always in batch-invariant mode, and in fast mode for the
+  // weights that decode steps have packed (ops::Linear). Missing names are skipped (AdoptWeights
+  // reports them).
   void PrepackWeights(const TensorMap& next);
 
   // What AdoptWeights let go: the previous parameter storage and packed weights. Destroying it

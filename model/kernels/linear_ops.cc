@@ -92,6 +92,11 @@ void LinearPackCache::Stage(const torch::Tensor& next) {
   staged_numel_ = next.numel();
 }
 
+bool LinearPackCache::in_use() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return packed_.data != nullptr;
+}
+
 PackedLinearWeight LinearPackCache::Commit(const torch::Tensor& weight) {
   std::lock_guard<std::mutex> lock(mu_);
   PackedLinearWeight previous;

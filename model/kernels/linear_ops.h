@@ -33,6 +33,10 @@ class LinearPackCache {
   // cleared either way. O(1).
   PackedLinearWeight Commit(const torch::Tensor& weight);
 
+  // True once some forward has packed a weight here (fast mode packs only for decode-sized
+  // inputs, so a fast-mode trainer's caches stay empty and need no staging).
+  bool in_use();
+
  private:
   std::mutex mu_;
   PackedLinearWeight packed_;
