@@ -22,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/run_lockstep.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep {
@@ -56,48 +57,9 @@ mode = "strict"
 progress = false
 )";
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs `lockstep args...` to completion (killed after `timeout`), output captured.
-Outcome RunLockstep(const std::vector<std::string>& args, const fs::path& log,
-                    std::chrono::seconds timeout = std::chrono::seconds(240)) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* out = std::fopen(log.c_str(), "w");
-    dup2(fileno(out), 1);
-    dup2(fileno(out), 2);
-    std::vector<char*> argv = {const_cast<char*>(LOCKSTEP_BINARY)};
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  Outcome outcome;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ADD_FAILURE() << "lockstep run timed out";
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  outcome.output = ReadFile(log);
-  return outcome;
-}
+using test_support::Outcome;
+using test_support::ReadFile;
+using test_support::RunLockstep;
 
 std::vector<nlohmann::json> MetricsLines(const fs::path& run) {
   std::vector<nlohmann::json> lines;
