@@ -1,13 +1,25 @@
 // bench_pipeline: the same RL job run on-policy (max_staleness 0) and asynchronously
-// (max_staleness 2), sized so that generation and training take comparable time, through the
-// real `lockstep run` (trainer + generator processes on loopback). Prints a table and, with
-// --json FILE, writes:
+// (max_staleness 2) through the real `lockstep run` (trainer + generator processes on loopback).
+//
+// The job is sized so that generation and training take comparable time per step: a random tiny
+// model (no SFT) samples 1 prompt x 2 completions of up to 192 tokens per step. Generation costs
+// about one engine step per token position (a decode step at batch 2), training about one
+// forward + backward per token, which on this CPU come out close. Whether they do is measured in
+// the S = 0 run itself (where the two never overlap) and reported as generate_vs_train_s0; the
+// speed-up target is only judged when that ratio is within [1/1.5, 1.5].
+//
+// Prints a table and, with --json FILE, writes:
 //   async_vs_sync_step_time   mean RL step time with S = 2 / with S = 0 (target <= 0.7)
 //   idle_fraction_trainer     S = 2: share of step time the trainer waited for rollouts
 //   idle_fraction_generator   S = 2: share of step time no generation call was in flight
-// The first `--warmup` steps of each run are left out of the means.
+//   generate_s0, train_s0     S = 0: mean seconds per step generating / training
+//   generate_vs_train_s0      their ratio; comparable = within a factor 1.5
+//   target                    "met", "missed" or "not comparable" (the job was not balanced)
+// plus each run's time split, the S = 2 staleness histogram and the load average.
+// The first `--warmup` and the last `--cooldown` steps of each run are left out of the means
+// (the last S steps of an async run have nothing left to generate).
 //
-//   bench_pipeline [--lockstep build/lockstep] [--steps 12] [--warmup 2] [--json FILE]
+//   bench_pipeline [--lockstep PATH] [--steps 16] [--warmup 2] [--cooldown 2] [--json FILE]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,10 +27,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+
+#ifndef LOCKSTEP_BINARY
+#define LOCKSTEP_BINARY "build/lockstep"
+#endif
 
 namespace {
 
@@ -37,12 +54,12 @@ eval_size = 8
 steps = 0
 [generator]
 count = 1
-max_tokens = 24
+max_tokens = 192
 [trainer]
 lr = 0.0003
 [algorithm]
-prompts_per_step = 8
-samples_per_prompt = 8
+prompts_per_step = 1
+samples_per_prompt = 2
 drop_zero_variance_groups = false
 [rewards]
 builtin = "math"
@@ -52,21 +69,34 @@ mode = "report"
 progress = false
 )";
 
+constexpr double kComparableFactor = 1.5;  // generate/train of the S = 0 run must be within it
+constexpr double kTarget = 0.7;            // async_vs_sync_step_time
+
 struct RunFigures {
   double step_seconds = 0;
   double idle_trainer = 0;
   double idle_generator = 0;
-  double generate = 0, train = 0, sync = 0;
+  double generate = 0, reward = 0, train = 0, sync = 0;
+  double gen_tokens = 0, train_tokens = 0;
+  std::map<std::string, int64_t> ages;  // staleness histogram of the measured steps
   int steps = 0;
 };
 
-int RunJob(const std::string& lockstep, const std::vector<std::string>& args,
-           const fs::path& log) {
+std::string ReadLoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+int RunJob(const std::string& lockstep, const std::vector<std::string>& args, const fs::path& log) {
   const pid_t pid = fork();
   if (pid == 0) {
     FILE* out = std::fopen(log.c_str(), "w");
-    dup2(fileno(out), 1);
-    dup2(fileno(out), 2);
+    if (out != nullptr) {
+      dup2(fileno(out), 1);
+      dup2(fileno(out), 2);
+    }
     std::vector<char*> argv = {const_cast<char*>(lockstep.c_str())};
     for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
@@ -79,84 +109,161 @@ int RunJob(const std::string& lockstep, const std::vector<std::string>& args,
 }
 
 bool Measure(const std::string& lockstep, const fs::path& root, int staleness, int steps,
-             int warmup, RunFigures* figures) {
+             int warmup, int cooldown, RunFigures* figures) {
   const std::string name = "s" + std::to_string(staleness);
-  const int rc = RunJob(lockstep,
-                        {"run", (root / "job.toml").string(), "--name", name, "--set",
-                         "job.output_root=\"" + root.string() + "\"", "--set",
-                         "job.steps=" + std::to_string(steps), "--set",
-                         "async.max_staleness=" + std::to_string(staleness)},
-                        root / (name + ".log"));
+  const int rc = RunJob(
+      lockstep,
+      {"run", (root / "job.toml").string(), "--name", name, "--set",
+       "job.output_root=\"" + root.string() + "\"", "--set", "job.steps=" + std::to_string(steps),
+       "--set", "async.max_staleness=" + std::to_string(staleness)},
+      root / (name + ".log"));
   if (rc != 0) {
-    std::fprintf(stderr, "bench_pipeline: lockstep run failed (S=%d), log %s\n", staleness,
-                 (root / (name + ".log")).c_str());
+    std::fprintf(stderr, "bench_pipeline: %s run failed (S=%d, exit %d), log %s\n",
+                 lockstep.c_str(), staleness, rc, (root / (name + ".log")).c_str());
     return false;
   }
   std::ifstream metrics(root / name / "metrics.jsonl");
-  int line_number = 0;
-  for (std::string line; std::getline(metrics, line); ++line_number) {
-    if (line_number < warmup) continue;
-    nlohmann::json record = nlohmann::json::parse(line);
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(metrics, line);) {
+    records.push_back(nlohmann::json::parse(line));
+  }
+  for (int i = warmup; i < static_cast<int>(records.size()) - cooldown; ++i) {
+    const nlohmann::json& record = records[i];
     figures->step_seconds += record["time"]["total"].get<double>();
     figures->generate += record["time"]["generate"].get<double>();
+    figures->reward += record["time"]["reward"].get<double>();
     figures->train += record["time"]["train"].get<double>();
     figures->sync += record["time"]["sync"].get<double>();
     figures->idle_trainer += record["idle_fraction_trainer"].get<double>();
     figures->idle_generator += record["idle_fraction_generator"].get<double>();
+    figures->gen_tokens += record["gen_tokens"].get<double>();
+    figures->train_tokens += record["train_tokens"].get<double>();
+    for (const auto& [age, count] : record["staleness"].items()) {
+      figures->ages[age] += count.get<int64_t>();
+    }
     ++figures->steps;
   }
-  if (figures->steps == 0) return false;
+  if (figures->steps == 0) {
+    std::fprintf(stderr, "bench_pipeline: S=%d: %zu steps in %s, none measured\n", staleness,
+                 records.size(), (root / name / "metrics.jsonl").c_str());
+    return false;
+  }
   const double n = figures->steps;
-  figures->step_seconds /= n;
-  figures->generate /= n;
-  figures->train /= n;
-  figures->sync /= n;
-  figures->idle_trainer /= n;
-  figures->idle_generator /= n;
+  for (double* mean : {&figures->step_seconds, &figures->generate, &figures->reward,
+                       &figures->train, &figures->sync, &figures->idle_trainer,
+                       &figures->idle_generator, &figures->gen_tokens, &figures->train_tokens}) {
+    *mean /= n;
+  }
   return true;
+}
+
+nlohmann::json SplitJson(const RunFigures& f) {
+  return {{"step_s", f.step_seconds},
+          {"generate_s", f.generate},
+          {"reward_s", f.reward},
+          {"train_s", f.train},
+          {"sync_s", f.sync},
+          {"idle_trainer", f.idle_trainer},
+          {"idle_generator", f.idle_generator},
+          {"gen_tokens", f.gen_tokens},
+          {"train_tokens", f.train_tokens},
+          {"staleness", f.ages},
+          {"steps_measured", f.steps}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string lockstep = "build/lockstep", json_path;
-  int steps = 12, warmup = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::string lockstep = LOCKSTEP_BINARY, json_path;
+  int steps = 16, warmup = 2, cooldown = 2;
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--lockstep") lockstep = argv[i + 1];
-    else if (flag == "--steps") steps = std::atoi(argv[i + 1]);
-    else if (flag == "--warmup") warmup = std::atoi(argv[i + 1]);
-    else if (flag == "--json") json_path = argv[i + 1];
-    else {
-      std::fprintf(stderr, "usage: bench_pipeline [--lockstep PATH] [--steps N] [--warmup N] "
-                           "[--json FILE]\n");
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "bench_pipeline: %s needs a value\n", flag.c_str());
       return 2;
     }
+    if (flag == "--lockstep")
+      lockstep = argv[i + 1];
+    else if (flag == "--steps")
+      steps = std::atoi(argv[i + 1]);
+    else if (flag == "--warmup")
+      warmup = std::atoi(argv[i + 1]);
+    else if (flag == "--cooldown")
+      cooldown = std::atoi(argv[i + 1]);
+    else if (flag == "--json")
+      json_path = argv[i + 1];
+    else {
+      std::fprintf(stderr,
+                   "usage: bench_pipeline [--lockstep PATH] [--steps N] [--warmup N] "
+                   "[--cooldown N] [--json FILE]\n");
+      return 2;
+    }
+  }
+  if (steps - warmup - cooldown < 1) {
+    std::fprintf(stderr,
+                 "bench_pipeline: --steps %d leaves no step after warmup %d and "
+                 "cooldown %d\n",
+                 steps, warmup, cooldown);
+    return 2;
   }
   const fs::path root = fs::temp_directory_path() / ("bench_pipeline_" + std::to_string(getpid()));
   fs::create_directories(root);
   std::ofstream(root / "job.toml") << kJob;
+  const std::string load_start = ReadLoadAverage();
   RunFigures sync_run, async_run;
-  if (!Measure(lockstep, root, 0, steps, warmup, &sync_run) ||
-      !Measure(lockstep, root, 2, steps, warmup, &async_run)) {
-    return 1;
+  if (!Measure(lockstep, root, 0, steps, warmup, cooldown, &sync_run) ||
+      !Measure(lockstep, root, 2, steps, warmup, cooldown, &async_run)) {
+    return 1;  // the run directory is kept for its logs
   }
+  const std::string load_end = ReadLoadAverage();
   const double ratio = async_run.step_seconds / sync_run.step_seconds;
-  std::printf("%-16s %10s %10s %10s %10s %12s %14s\n", "max_staleness", "step s", "generate s",
-              "train s", "sync s", "idle trainer", "idle generator");
+  const double balance = sync_run.generate / sync_run.train;
+  const bool comparable = balance <= kComparableFactor && balance >= 1 / kComparableFactor;
+  const char* verdict = !comparable ? "not comparable" : ratio <= kTarget ? "met" : "missed";
+
+  std::printf(
+      "job: tiny model, 1 prompt x 2 samples x <= 192 tokens per step; %d steps, "
+      "%d warmup + %d cooldown left out\n",
+      steps, warmup, cooldown);
+  std::printf("%-14s %8s %10s %8s %8s %8s %12s %14s %8s %8s\n", "max_staleness", "step s",
+              "generate s", "reward s", "train s", "sync s", "idle trainer", "idle generator",
+              "gen tok", "trn tok");
   for (const auto& [label, f] : {std::pair<const char*, RunFigures>{"0", sync_run},
                                  std::pair<const char*, RunFigures>{"2", async_run}}) {
-    std::printf("%-16s %10.3f %10.3f %10.3f %10.3f %12.3f %14.3f\n", label, f.step_seconds,
-                f.generate, f.train, f.sync, f.idle_trainer, f.idle_generator);
+    std::printf("%-14s %8.3f %10.3f %8.3f %8.3f %8.3f %12.3f %14.3f %8.1f %8.1f\n", label,
+                f.step_seconds, f.generate, f.reward, f.train, f.sync, f.idle_trainer,
+                f.idle_generator, f.gen_tokens, f.train_tokens);
   }
-  std::printf("async_vs_sync_step_time = %.3f (target <= 0.7)\n", ratio);
+  std::string ages;
+  for (const auto& [age, count] : async_run.ages) {
+    ages += (ages.empty() ? "" : " ") + age + ":" + std::to_string(count);
+  }
+  std::printf("S=2 sample ages (age:count) %s\n", ages.c_str());
+  std::printf(
+      "generate_vs_train_s0 = %.3f (S=0 per step: generate %.3f s, train %.3f s; "
+      "comparable within %.1fx: %s)\n",
+      balance, sync_run.generate, sync_run.train, kComparableFactor, comparable ? "yes" : "NO");
+  std::printf("async_vs_sync_step_time = %.3f (target <= %.1f): %s\n", ratio, kTarget, verdict);
+  std::printf("load average: start %s, end %s\n", load_start.c_str(), load_end.c_str());
   if (!json_path.empty()) {
     nlohmann::json out = {{"async_vs_sync_step_time", ratio},
                           {"idle_fraction_trainer", async_run.idle_trainer},
                           {"idle_fraction_generator", async_run.idle_generator},
+                          {"generate_s0", sync_run.generate},
+                          {"train_s0", sync_run.train},
+                          {"generate_vs_train_s0", balance},
+                          {"comparable", comparable},
+                          {"comparable_factor", kComparableFactor},
+                          {"target", verdict},
+                          {"target_bound", kTarget},
                           {"sync_step_seconds", sync_run.step_seconds},
                           {"async_step_seconds", async_run.step_seconds},
-                          {"steps_measured", async_run.steps}};
+                          {"s0", SplitJson(sync_run)},
+                          {"s2", SplitJson(async_run)},
+                          {"steps", steps},
+                          {"steps_measured", async_run.steps},
+                          {"load_average_start", load_start},
+                          {"load_average_end", load_end}};
     std::ofstream(json_path) << out.dump(2) << "\n";
   }
   fs::remove_all(root);
