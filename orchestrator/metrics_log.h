@@ -9,7 +9,8 @@
 //   parity:    {tokens_compared, tokens_mismatched, max_abs_diff, mean_diff, k3}
 //   time:      {generate, reward, train, sync, idle, total}   (seconds of this step)
 //   staleness: {"<policy age>": number of samples, …}
-//   idle_fraction_trainer, idle_fraction_generator, sync_bytes, swap_pause_ms
+//   idle_fraction_trainer, idle_fraction_generator, sync_bytes, swap_pause_ms,
+//   sync_trainer_s (the trainer's part of time.sync)
 //
 // Thread safety: MetricsLog::Append may be called from any thread (one line at a time).
 #ifndef LOCKSTEP_ORCHESTRATOR_METRICS_LOG_H_

@@ -104,6 +104,11 @@ absl::Status RlLoop::Run(const StepCallback& on_step, const CheckpointFn& checkp
 
 absl::StatusOr<nlohmann::json> RlLoop::Step(const std::function<bool()>& stop) {
   const absl::Time start = absl::Now();
+  // Generator idle time is counted over this step only (not the time between steps), so that
+  // idle_fraction_generator is a share of this step's total.
+  for (size_t g = 0; g < services_.generators.size(); ++g) {
+    queue_->TakeGeneratorIdle(static_cast<int64_t>(g));
+  }
   if (trainer_version_ < 0) {
     absl::StatusOr<v1::TrainerStatusResponse> status = services_.trainer->GetStatus();
     if (!status.ok()) return status.status();
@@ -141,16 +146,16 @@ absl::StatusOr<nlohmann::json> RlLoop::Step(const std::function<bool()>& stop) {
   AdmitPrompts();  // generation of the next prompts starts before the metrics are written
 
   // The metrics line.
+  double generator_idle_s = 0;
+  for (size_t g = 0; g < services_.generators.size(); ++g) {
+    generator_idle_s += Seconds(queue_->TakeGeneratorIdle(static_cast<int64_t>(g)));
+  }
   const absl::Duration total = absl::Now() - start;
   const v1::ParityStats& parity = metrics.parity();
   totals_.parity_tokens_compared += parity.tokens_compared();
   totals_.parity_tokens_mismatched += parity.tokens_mismatched();
   totals_.parity_max_abs_diff = std::max(totals_.parity_max_abs_diff, parity.max_abs_diff());
   const double busy_s = Seconds(wait.generate + wait.reward + train_time + sync_time);
-  double generator_idle_s = 0;
-  for (size_t g = 0; g < services_.generators.size(); ++g) {
-    generator_idle_s += Seconds(queue_->TakeGeneratorIdle(static_cast<int64_t>(g)));
-  }
   const double total_s = Seconds(total);
   record["step"] = step_;
   record["weight_version"] = metrics.weight_version();
@@ -180,6 +185,7 @@ absl::StatusOr<nlohmann::json> RlLoop::Step(const std::function<bool()>& stop) {
       generator_idle_s / std::max(1e-9, total_s * static_cast<double>(services_.generators.size()));
   record["sync_bytes"] = sync->bytes;
   record["swap_pause_ms"] = sync->max_swap_pause_ms;
+  record["sync_trainer_s"] = sync->trainer_seconds;
   return record;
 }
 

@@ -42,6 +42,7 @@ absl::StatusOr<v1::JoinWeightSyncResponse> FormWeightSyncGroup(
   request.set_timeout_ms(options.timeout_ms);
   request.set_bucket_bytes(options.bucket_bytes);
   request.set_verify(options.verify);
+  request.set_transport(options.transport);
   // The RPC returns once the group is formed; allow the rendezvous timeout plus a margin.
   const absl::Duration timeout = absl::Milliseconds(options.timeout_ms) + absl::Seconds(10);
   std::optional<absl::StatusOr<v1::JoinWeightSyncResponse>> trainer_result;
@@ -67,10 +68,16 @@ absl::StatusOr<SyncFigures> SyncWeights(TrainerClient& trainer,
                                         const std::vector<GeneratorClient*>& generators,
                                         int64_t version, absl::Duration timeout) {
   const absl::Time start = absl::Now();
+  absl::Time trainer_done = start;
   std::optional<absl::StatusOr<v1::WeightSyncResponse>> trainer_result;
   std::vector<std::optional<absl::StatusOr<v1::WeightSyncResponse>>> generator_results;
   absl::Status status = RunConcurrently<v1::WeightSyncResponse, v1::WeightSyncResponse>(
-      generators.size(), [&] { return trainer.PublishWeights(version, timeout); },
+      generators.size(),
+      [&] {
+        absl::StatusOr<v1::WeightSyncResponse> published = trainer.PublishWeights(version, timeout);
+        trainer_done = absl::Now();
+        return published;
+      },
       [&](size_t i) { return generators[i]->ReceiveWeights(version, timeout); }, &trainer_result,
       &generator_results);
   if (!status.ok()) {
@@ -81,6 +88,7 @@ absl::StatusOr<SyncFigures> SyncWeights(TrainerClient& trainer,
   figures.version = version;
   figures.bytes = (*trainer_result)->bytes();
   figures.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  figures.trainer_seconds = absl::ToDoubleSeconds(trainer_done - start);
   for (const auto& result : generator_results) {
     figures.max_swap_pause_ms = std::max(figures.max_swap_pause_ms, (*result)->swap_pause_ms());
   }

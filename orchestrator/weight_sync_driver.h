@@ -24,6 +24,7 @@ struct WeightSyncGroupOptions {
   int64_t timeout_ms = 60000;    // every collective of the group
   int64_t bucket_bytes = 0;      // 0 = the services' default
   bool verify = false;
+  v1::WeightSyncTransport transport = v1::WEIGHT_SYNC_TRANSPORT_AUTO;
 };
 
 // Forms the group. Errors name the service that failed first (e.g. a generator whose model
@@ -36,6 +37,8 @@ struct SyncFigures {
   int64_t version = 0;
   int64_t bytes = 0;
   double seconds = 0;            // wall time of the whole sync, as the loop sees it
+  double trainer_seconds = 0;    // wall time of Trainer.PublishWeights alone (the rest of
+                                 // `seconds` is generators receiving and swapping after it)
   double max_swap_pause_ms = 0;  // the longest generator stall
 };
 

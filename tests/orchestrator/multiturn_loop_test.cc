@@ -14,9 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/server.h"
 #include "gtest/gtest.h"
-#include "model/tokenizer/byte_tokenizer_writer.h"
 #include "orchestrator/environment_rollouts.h"
 #include "orchestrator/rl_loop.h"
 #include "orchestrator/train_rollout.h"
@@ -24,11 +22,12 @@
 #include "proto/generator.grpc.pb.h"
 #include "proto/trainer.grpc.pb.h"
 #include "rewards/guess_number_env.h"
+#include "tests/orchestrator/loop_test_services.h"
 
 namespace lockstep::orchestrator {
 namespace {
 
-constexpr int64_t kEos = 258;
+constexpr int64_t kEos = kLoopTestEos;
 
 // Answers a context with a guess derived from it ("<len % 19>" then EOS), one token per
 // character, stamped with the current version; remembers each turn by its context.
@@ -137,39 +136,10 @@ class FlakyEnvironment final : public rewards::Environment {
   rewards::GuessNumberEnvironment inner_;
 };
 
-Dataset AdditionDataset() {
-  std::vector<Example> examples;
-  for (int a = 0; a < 10; ++a) {
-    for (int b = 0; b < 10; ++b) {
-      Example example;
-      example.prompt = absl::StrCat(a, "+", b, "=");
-      example.answer = std::to_string(a + b);
-      example.line_number = a * 10 + b + 1;
-      examples.push_back(example);
-    }
-  }
-  return Dataset(std::move(examples), "addition");
-}
-
 class MultiTurnLoopTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<RunningServer> trainer = StartServer({}, {&trainer_service_});
-    ASSERT_TRUE(trainer.ok()) << trainer.status();
-    trainer_server_ = std::move(trainer->server);
-    trainer_ = std::make_unique<TrainerClient>(absl::StrCat("127.0.0.1:", trainer->port), "");
-    absl::StatusOr<RunningServer> generator = StartServer({}, {&generator_service_});
-    ASSERT_TRUE(generator.ok()) << generator.status();
-    generator_server_ = std::move(generator->server);
-    generator_ = std::make_unique<GeneratorClient>(absl::StrCat("127.0.0.1:", generator->port), "");
-    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-        Tokenizer::FromJsonString(ByteLevelTokenizerJson().dump());
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = *std::move(tokenizer);
-  }
-  void TearDown() override {
-    trainer_server_->Shutdown();
-    generator_server_->Shutdown();
+    ASSERT_NO_FATAL_FAILURE(services_.Start(&trainer_service_, {&generator_service_}));
   }
 
   // Runs `steps` steps of 2 prompts x 4 episodes (up to 3 turns) against `environment`.
@@ -186,8 +156,9 @@ class MultiTurnLoopTest : public ::testing::Test {
     episode_options.max_turns = 3;
     episode_options.sampling = options.sampling;
     episode_options.num_threads = 4;
-    EnvironmentRollouts episodes(&environment, tokenizer_.get(), episode_options);
-    RlServices services{trainer_.get(), {generator_.get()}, nullptr, tokenizer_.get(), &episodes};
+    EnvironmentRollouts episodes(&environment, services_.tokenizer(), episode_options);
+    RlServices services{services_.trainer(), services_.generators(), nullptr, services_.tokenizer(),
+                        &episodes};
     RlLoop loop(options, services, &dataset_, DatasetIterator(&dataset_, 3), 0);
     absl::Status status =
         loop.Run([&](const nlohmann::json& r) { records_.push_back(r); }, nullptr, nullptr);
@@ -222,10 +193,7 @@ class MultiTurnLoopTest : public ::testing::Test {
   Dataset dataset_ = AdditionDataset();
   RecordingTrainer trainer_service_;
   TurnGenerator generator_service_;
-  std::unique_ptr<grpc::Server> trainer_server_, generator_server_;
-  std::unique_ptr<TrainerClient> trainer_;
-  std::unique_ptr<GeneratorClient> generator_;
-  std::unique_ptr<Tokenizer> tokenizer_;
+  LoopTestServices services_;  // after the services: its servers shut down first
   std::vector<nlohmann::json> records_;
 };
 

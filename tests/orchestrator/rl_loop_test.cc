@@ -16,20 +16,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/server.h"
 #include "gtest/gtest.h"
-#include "model/tokenizer/byte_tokenizer_writer.h"
 #include "orchestrator/config.h"
 #include "orchestrator/job.h"
 #include "proto/generator.grpc.pb.h"
 #include "proto/trainer.grpc.pb.h"
 #include "rewards/local_reward_scorer.h"
 #include "rewards/reward_registry.h"
+#include "tests/orchestrator/loop_test_services.h"
 
 namespace lockstep::orchestrator {
 namespace {
 
-constexpr int64_t kEos = 258;
+constexpr int64_t kEos = kLoopTestEos;
 
 // Answers every prompt "a+b=" with "a+b" (correct) for even sample indices and "0" otherwise,
 // each token stamped with the version it last received.
@@ -149,46 +148,15 @@ class FakeTrainer final : public v1::Trainer::Service {
   std::vector<int64_t> versions_before_;
 };
 
-Dataset AdditionDataset() {
-  std::vector<Example> examples;
-  for (int a = 0; a < 10; ++a) {
-    for (int b = 0; b < 10; ++b) {
-      Example example;
-      example.prompt = absl::StrCat(a, "+", b, "=");
-      example.answer = std::to_string(a + b);
-      example.line_number = a * 10 + b + 1;
-      examples.push_back(example);
-    }
-  }
-  return Dataset(std::move(examples), "addition");
-}
-
 class RlLoopTest : public ::testing::Test {
  protected:
   void Start(int64_t mismatch_at_step = -1) {
     trainer_service_ = std::make_unique<FakeTrainer>(mismatch_at_step);
     for (auto& generator : generator_services_) generator = std::make_unique<FakeGenerator>();
-    absl::StatusOr<RunningServer> trainer = StartServer({}, {trainer_service_.get()});
-    ASSERT_TRUE(trainer.ok()) << trainer.status();
-    trainer_server_ = std::move(trainer->server);
-    trainer_ = std::make_unique<TrainerClient>(absl::StrCat("127.0.0.1:", trainer->port), "");
-    for (auto& service : generator_services_) {
-      absl::StatusOr<RunningServer> generator = StartServer({}, {service.get()});
-      ASSERT_TRUE(generator.ok()) << generator.status();
-      generator_servers_.push_back(std::move(generator->server));
-      generator_clients_.push_back(
-          std::make_unique<GeneratorClient>(absl::StrCat("127.0.0.1:", generator->port), ""));
-    }
-    absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
-        Tokenizer::FromJsonString(ByteLevelTokenizerJson().dump());
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-    tokenizer_ = *std::move(tokenizer);
+    ASSERT_NO_FATAL_FAILURE(services_.Start(
+        trainer_service_.get(), {generator_services_[0].get(), generator_services_[1].get()}));
     scorer_ = std::make_unique<rewards::LocalRewardScorer>(
         *rewards::RewardRegistry::WithBuiltins().Create("math"));
-  }
-  void TearDown() override {
-    if (trainer_server_) trainer_server_->Shutdown();
-    for (auto& server : generator_servers_) server->Shutdown();
   }
   RlLoopOptions Options(int64_t steps, int64_t staleness) {
     RlLoopOptions options;
@@ -201,20 +169,15 @@ class RlLoopTest : public ::testing::Test {
     return options;
   }
   RlServices Services() {
-    RlServices services{trainer_.get(), {}, scorer_.get(), tokenizer_.get()};
-    for (auto& client : generator_clients_) services.generators.push_back(client.get());
-    return services;
+    return RlServices{services_.trainer(), services_.generators(), scorer_.get(),
+                      services_.tokenizer()};
   }
 
   Dataset dataset_ = AdditionDataset();
   std::unique_ptr<FakeTrainer> trainer_service_;
   std::unique_ptr<FakeGenerator> generator_services_[2];
-  std::unique_ptr<grpc::Server> trainer_server_;
-  std::vector<std::unique_ptr<grpc::Server>> generator_servers_;
-  std::unique_ptr<TrainerClient> trainer_;
-  std::vector<std::unique_ptr<GeneratorClient>> generator_clients_;
-  std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<rewards::RewardScorer> scorer_;
+  LoopTestServices services_;  // after the services: its servers shut down first
 };
 
 TEST_F(RlLoopTest, OnPolicyTrainsEveryStepWithFreshSamplesAndGroupAdvantages) {
@@ -244,6 +207,11 @@ TEST_F(RlLoopTest, OnPolicyTrainsEveryStepWithFreshSamplesAndGroupAdvantages) {
       EXPECT_TRUE((right > 0 && wrong < 0) || (right == 0 && wrong == 0)) << right << " " << wrong;
       EXPECT_EQ(batches[step].rollouts(4 * g).group_id(),
                 batches[step].rollouts(4 * g + 3).group_id());
+    }
+    // Idle time is a share of the step's own time.
+    for (const char* key : {"idle_fraction_generator", "idle_fraction_trainer"}) {
+      EXPECT_GE(records[step][key].get<double>(), 0.0) << key;
+      EXPECT_LE(records[step][key].get<double>(), 1.0) << key;
     }
     EXPECT_EQ(records[step]["staleness"].size(), 1u);
     EXPECT_EQ(records[step]["staleness"]["0"], 12);
