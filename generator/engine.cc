@@ -112,7 +112,6 @@ absl::StatusOr<Engine::PreparedWeights> Engine::PrepareWeights(TensorMap state, 
       if (tensor.scalar_type() != runner_.dtype()) tensor = tensor.to(runner_.dtype());
       if (!tensor.is_contiguous()) tensor = tensor.contiguous();
     }
-    runner_.PrepackWeights(state);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("preparing weights: ", e.what_without_backtrace()));
   }

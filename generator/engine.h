@@ -11,8 +11,8 @@
 // Weight hot-swap: InstallWeights stages a new state dict and version; the next Step applies it
 // before scheduling. Sequences in flight continue (their cached keys/values stay); every token
 // records the version it was sampled under. The swap itself is O(number of tensors): the staged
-// tensors become the parameters by pointer, and their batch-invariant packed copies are made
-// when they are staged (on the staging thread), not at the swap.
+// tensors become the parameters by pointer (the kernels read weights in place, so nothing is
+// repacked).
 //
 // Thread safety: PrepareWeights, InstallWeights and WeightsSnapshot may be called from any
 // thread. Everything else must be called from one thread (the engine thread).
@@ -90,22 +90,21 @@ class Engine {
   // True iff some request has samples not yet returned by Step.
   bool HasUnfinished() const;
 
-  // Weights checked and made ready to swap in: every tensor in the model's dtype, contiguous,
-  // batch-invariant packs made.
+  // Weights checked and made ready to swap in: every tensor in the model's dtype, contiguous.
   struct PreparedWeights {
     TensorMap state;
     int64_t version = 0;
   };
 
   // The expensive half of a swap, on the caller's thread while steps run: validates `state`
-  // (Hugging Face names, all parameters), casts tensors to the model's dtype where needed and
-  // prepacks the batch-invariant weights. InvalidArgument if a parameter is missing, mis-shaped
+  // (Hugging Face names, all parameters) and casts tensors to the model's dtype (and makes them
+  // contiguous) where needed. InvalidArgument if a parameter is missing, mis-shaped
   // or unexpected. The tensors become the model's parameters without a copy: the caller must
   // never change them in place afterwards. Thread-safe.
   absl::StatusOr<PreparedWeights> PrepareWeights(TensorMap state, int64_t version);
 
   // The O(number of tensors) half: the parameters become `prepared`'s tensors (by pointer) and
-  // the weight version changes. Returns the previous weights (and packs) so that the caller frees
+  // the weight version changes. Returns the previous weights so that the caller frees
   // them off the engine thread. Engine thread only.
   absl::StatusOr<Transformer::ReleasedWeights> ApplyPreparedWeights(PreparedWeights prepared);
 

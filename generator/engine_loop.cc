@@ -51,7 +51,7 @@ absl::Status EngineLoop::InstallWeights(TensorMap state, int64_t version) {
 }
 
 absl::StatusOr<double> EngineLoop::SwapWeights(TensorMap state, int64_t version) {
-  // The expensive part (checks, casts, packing) here, while the loop keeps generating.
+  // The expensive part (checks, casts) here, while the loop keeps generating.
   absl::StatusOr<Engine::PreparedWeights> prepared =
       engine_->PrepareWeights(std::move(state), version);
   if (!prepared.ok()) return prepared.status();

@@ -74,8 +74,8 @@ class EngineLoop {
   // Stages weights on the engine (Engine::InstallWeights is thread-safe). Thread-safe.
   absl::Status InstallWeights(TensorMap state, int64_t version);
 
-  // Prepares `state` on the calling thread (Engine::PrepareWeights: checks, dtype cast, batch-
-  // invariant packing, while the loop keeps stepping), hands it to the loop thread, which swaps
+  // Prepares `state` on the calling thread (Engine::PrepareWeights: checks and dtype cast,
+  // while the loop keeps stepping), hands it to the loop thread, which swaps
   // it in by pointer between two engine steps, and blocks until it did; the previous weights are
   // freed on the calling thread too. Returns the milliseconds the loop thread spent on the swap:
   // the generation stall it caused (requests in flight continue afterwards; their later tokens

@@ -80,7 +80,6 @@ absl::StatusOr<torch::Tensor> ModelRunner::Run(const ScheduledStep& step) {
   }
 }
 
-void ModelRunner::PrepackWeights(const TensorMap& tensors) { model_->PrepackWeights(tensors); }
 
 absl::StatusOr<Transformer::ReleasedWeights> ModelRunner::AdoptWeights(const TensorMap& tensors) {
   try {

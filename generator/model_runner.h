@@ -31,11 +31,7 @@ class ModelRunner {
   // Errors: the model's InvalidArgument/Internal, or Internal for a LibTorch failure.
   absl::StatusOr<torch::Tensor> Run(const ScheduledStep& step);
 
-  // Hot swap, step 1 (any thread, while steps run): packs the batch-invariant weights of
-  // `tensors` (Transformer::PrepackWeights) so that step 2 need not.
-  void PrepackWeights(const TensorMap& tensors);
-
-  // Hot swap, step 2 (between steps): the parameters become `tensors` by pointer, no copy
+  // Hot swap (between steps): the parameters become `tensors` by pointer, no copy
   // (Transformer::AdoptWeights). Returns the old storage for the caller to free. InvalidArgument
   // (model unchanged) on a missing tensor or a shape/dtype/device mismatch.
   absl::StatusOr<Transformer::ReleasedWeights> AdoptWeights(const TensorMap& tensors);

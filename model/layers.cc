@@ -5,17 +5,9 @@ namespace lockstep {
 // Parameters start empty-valued (zeros/ones); initialisation and loading fill them in.
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool bias, torch::Dtype dtype,
                        NumericMode mode)
-    : mode_(mode), pack_cache_(std::make_unique<kernels::LinearPackCache>()) {
+    : mode_(mode) {
   weight = register_parameter("weight", torch::zeros({out_features, in_features}, dtype));
   if (bias) this->bias = register_parameter("bias", torch::zeros({out_features}, dtype));
-}
-
-void LinearImpl::StagePackedWeight(const torch::Tensor& next) {
-  if (mode_ == NumericMode::kBatchInvariant || pack_cache_->in_use()) pack_cache_->Stage(next);
-}
-
-kernels::PackedLinearWeight LinearImpl::CommitPackedWeight() {
-  return pack_cache_->Commit(weight);
 }
 
 RmsNormImpl::RmsNormImpl(int64_t dim, double eps, torch::Dtype dtype, NumericMode mode)

@@ -17,23 +17,14 @@ class LinearImpl : public torch::nn::Module {
   LinearImpl(int64_t in_features, int64_t out_features, bool bias, torch::Dtype dtype,
              NumericMode mode);
   torch::Tensor forward(const torch::Tensor& x) {
-    return ops::Linear(x, weight, bias, mode_, pack_cache_.get());
+    return ops::Linear(x, weight, bias, mode_);
   }
-
-  // Hot swap (Transformer::PrepackWeights / AdoptWeights): packs `next` (the weight about to be
-  // installed) without blocking forwards, in batch-invariant mode and whenever a fast-mode
-  // decode step has packed this weight; otherwise a no-op.
-  void StagePackedWeight(const torch::Tensor& next);
-  // After `weight` was pointed at the staged tensor: makes its pack current in O(1); returns the
-  // previous pack (empty if there was none to replace) for the caller to free.
-  kernels::PackedLinearWeight CommitPackedWeight();
 
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out] or undefined
 
  private:
   NumericMode mode_;
-  std::unique_ptr<kernels::LinearPackCache> pack_cache_;  // batch-invariant mode's packed weight
 };
 TORCH_MODULE(Linear);
 

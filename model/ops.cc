@@ -11,11 +11,11 @@ namespace {
 
 bool Invariant(NumericMode mode) { return mode == NumericMode::kBatchInvariant; }
 
-// Fast mode sends inputs of at most this many rows (decode steps) to the packed kernel: stock
-// sgemm re-packs the whole weight on every call, which dominates when the batch is small
-// (bench_linear_raw: 1x1024x1024 12 GFLOP/s stock vs 49 packed; 8 rows 45 vs 202; at 512 rows
+// Fast mode sends inputs of at most this many rows (decode steps) to our kernel: stock sgemm
+// re-packs the whole weight on every call, which dominates when the batch is small
+// (bench_linear_raw: 1x1024x1024 12 GFLOP/s stock vs 49 ours; 8 rows 45 vs 202; at 512 rows
 // they are even except the LM head, where stock wins).
-constexpr int64_t kFastPackedMaxRows = 64;
+constexpr int64_t kFastKernelMaxRows = 64;
 
 // Fast mode runs paged attention (the generator's, keys addressed by row) for at most this many
 // queries of a sequence (decode steps) in the kernel of batch-invariant mode: the stock path
@@ -28,11 +28,11 @@ int64_t Rows(const torch::Tensor& x) { return x.dim() == 0 ? 1 : x.numel() / x.s
 }  // namespace
 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                     NumericMode mode, kernels::LinearPackCache* cache) {
-  if (Invariant(mode)) return kernels::BatchInvariantLinear(x, weight, bias, cache);
-  if (cache != nullptr && x.is_cpu() && x.scalar_type() == torch::kFloat32 &&
-      weight.scalar_type() == torch::kFloat32 && Rows(x) <= kFastPackedMaxRows) {
-    return kernels::BatchInvariantLinear(x, weight, bias, cache);
+                     NumericMode mode) {
+  if (Invariant(mode)) return kernels::BatchInvariantLinear(x, weight, bias);
+  if (x.is_cpu() && x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
+      Rows(x) <= kFastKernelMaxRows) {
+    return kernels::BatchInvariantLinear(x, weight, bias);
   }
   return torch::nn::functional::linear(x, weight, bias);
 }

@@ -11,12 +11,12 @@
 
 namespace lockstep::ops {
 
-// y = x W^T (+ b). x: [..., in], weight: [out, in], bias: [out] or undefined. `cache` holds the
-// packed weight (may be null). Batch-invariant mode always runs the packed kernel; fast mode runs
-// it for small float32 CPU inputs (decode steps), where stock sgemm's per-call packing of the
-// whole weight dominates, and stock LibTorch otherwise.
+// y = x W^T (+ b). x: [..., in], weight: [out, in], bias: [out] or undefined. Batch-invariant
+// mode always runs our kernel (model/kernels/linear_cpu.h); fast mode runs it for small float32
+// CPU inputs (decode steps), where stock sgemm's per-call packing of the whole weight dominates,
+// and stock LibTorch otherwise.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                     NumericMode mode, kernels::LinearPackCache* cache = nullptr);
+                     NumericMode mode);
 
 // Hugging Face RMSNorm: in float32, x * rsqrt(mean(x^2) + eps), cast back, times weight.
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,

@@ -160,8 +160,7 @@ absl::Status ValidateModelOptions(const ModelOptions& options) {
 Transformer::Transformer(const ModelConfig& config, const ModelOptions& options)
     : config_(config),
       options_(options),
-      rope_(config),
-      lm_head_cache_(std::make_unique<kernels::LinearPackCache>()) {
+      rope_(config) {
   const absl::Status valid = ValidateModelOptions(options);
   TORCH_CHECK(valid.ok(), std::string(valid.message()));
   model = register_module("model", DecoderStack(config, options));
@@ -213,8 +212,7 @@ absl::StatusOr<torch::Tensor> Transformer::Hidden(const PackedBatch& batch,
 }
 
 torch::Tensor Transformer::Logits(const torch::Tensor& hidden) {
-  return ops::Linear(hidden, lm_head_weight(), {}, options_.numeric_mode, lm_head_cache_.get())
-      .to(torch::kFloat32);
+  return ops::Linear(hidden, lm_head_weight(), {}, options_.numeric_mode).to(torch::kFloat32);
 }
 
 torch::Tensor Transformer::TargetLogProbs(const torch::Tensor& hidden,
@@ -229,36 +227,6 @@ torch::Tensor Transformer::TargetLogProbs(const torch::Tensor& hidden,
                                          options_.numeric_mode));
   }
   return pieces.empty() ? torch::zeros({0}, torch::kFloat32) : torch::cat(pieces, 0);
-}
-
-std::vector<std::pair<std::string, LinearImpl*>> Transformer::PackedLinears() {
-  std::vector<std::pair<std::string, LinearImpl*>> linears;
-  for (const auto& item : named_modules()) {
-    auto* linear = dynamic_cast<LinearImpl*>(item.value().get());
-    if (linear == nullptr || (lm_head && linear == lm_head.get())) continue;
-    linears.emplace_back(item.key(), linear);
-  }
-  return linears;
-}
-
-std::string Transformer::LmHeadWeightName() const {
-  return lm_head ? "lm_head.weight" : "model.embed_tokens.weight";
-}
-
-void Transformer::PrepackWeights(const TensorMap& next) {
-  torch::NoGradGuard no_grad;
-  for (const auto& [prefix, linear] : PackedLinears()) {
-    auto found = next.find(prefix + ".weight");
-    if (found != next.end() && found->second.sizes() == linear->weight.sizes()) {
-      linear->StagePackedWeight(found->second);
-    }
-  }
-  auto head = next.find(LmHeadWeightName());
-  const bool stage_head = options_.numeric_mode == NumericMode::kBatchInvariant ||
-                          lm_head_cache_->in_use();
-  if (stage_head && head != next.end() && head->second.sizes() == lm_head_weight().sizes()) {
-    lm_head_cache_->Stage(head->second);
-  }
 }
 
 absl::StatusOr<Transformer::ReleasedWeights> Transformer::AdoptWeights(const TensorMap& next) {
@@ -288,12 +256,6 @@ absl::StatusOr<Transformer::ReleasedWeights> Transformer::AdoptWeights(const Ten
     released.tensors.push_back(parameter.detach());  // keeps the old storage alive
     parameter.set_data(tensor);
   }
-  for (const auto& [prefix, linear] : PackedLinears()) {
-    kernels::PackedLinearWeight previous = linear->CommitPackedWeight();
-    if (previous.data) released.packs.push_back(std::move(previous));
-  }
-  kernels::PackedLinearWeight previous = lm_head_cache_->Commit(lm_head_weight());
-  if (previous.data) released.packs.push_back(std::move(previous));
   return released;
 }
 

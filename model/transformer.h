@@ -111,30 +111,21 @@ class Transformer : public torch::nn::Module {
   // Rows of `hidden` holding each sequence's last token: [num_sequences, hidden_size].
   static torch::Tensor LastTokenRows(const torch::Tensor& hidden, const PackedBatch& batch);
 
-  // Hot swap by pointer (the generator installs each new weight version this way):
-  //   model.PrepackWeights(next);              // any thread, while forwards run
-  //   auto released = model.AdoptWeights(next);  // between forwards: O(number of tensors)
-  // `next` maps every parameter name (named_parameters()) to a tensor of the parameter's shape,
-  // dtype and device; extra entries are ignored. After AdoptWeights the parameters ARE those
-  // tensors (no copy): nobody may change them in place afterwards.
+  // Hot swap by pointer (the generator installs each new weight version this way): `next` maps
+  // every parameter name (named_parameters()) to a tensor of the parameter's shape, dtype and
+  // device; extra entries are ignored. After AdoptWeights the parameters ARE those tensors (no
+  // copy, and no repacking: the kernels read weights in place): nobody may change them in place
+  // afterwards.
 
-  // Packs every Linear's (and the LM head's) weight from `next` without blocking forwards, so
-  // that AdoptWeights need not repack: always in batch-invariant mode, and in fast mode for the
-  // weights that decode steps have packed (ops::Linear). Missing names are skipped (AdoptWeights
-  // reports them).
-  void PrepackWeights(const TensorMap& next);
-
-  // What AdoptWeights let go: the previous parameter storage and packed weights. Destroying it
-  // frees hundreds of MB for a large model, so the caller chooses the thread that does it.
+  // What AdoptWeights let go: the previous parameter storage. Destroying it frees hundreds of MB
+  // for a large model, so the caller chooses the thread that does it.
   struct ReleasedWeights {
     std::vector<torch::Tensor> tensors;
-    std::vector<kernels::PackedLinearWeight> packs;
   };
 
-  // Points every parameter at next[name] (Tensor::set_data: no copy) and makes the packs staged
-  // by PrepackWeights current (a Linear whose weight was not prepacked repacks lazily at its next
-  // forward). InvalidArgument naming the tensor, with the model unchanged, if one is missing or
-  // differs in shape, dtype or device. Not concurrent with forwards.
+  // Points every parameter at next[name] (Tensor::set_data: no copy). InvalidArgument naming the
+  // tensor, with the model unchanged, if one is missing or differs in shape, dtype or device. Not
+  // concurrent with forwards.
   absl::StatusOr<ReleasedWeights> AdoptWeights(const TensorMap& next);
 
   const ModelConfig& config() const { return config_; }
@@ -147,16 +138,10 @@ class Transformer : public torch::nn::Module {
 
  private:
   torch::Tensor RunLayers(const PackedBatch& batch, const AttentionPlan& plan);
-  // Every Linear whose forward uses its own pack cache (all but the LM head), with its
-  // parameter-name prefix.
-  std::vector<std::pair<std::string, LinearImpl*>> PackedLinears();
-  std::string LmHeadWeightName() const;
 
   ModelConfig config_;
   ModelOptions options_;
   RopeTable rope_;
-  // Packed LM head for batch-invariant mode (the head may be the tied embedding matrix).
-  std::unique_ptr<kernels::LinearPackCache> lm_head_cache_;
 };
 
 }  // namespace lockstep

@@ -1,26 +1,21 @@
-// Batch-invariant CPU linear: y = x W^T (+ b), fp32.
+// Batch-invariant CPU linear: y = x W^T (+ b), fp32, W read in place.
 //
-// Every output element is one sequential FMA chain over k (acc = 0; acc =
-// fma(x[m,k], W[n,k], acc); y = acc (+ b[n])), so its bits depend only on K.
-// Vectorisation runs ACROSS output columns, never across k: W is packed into
-// column panels of 16 lanes laid out [panel][k][16] (zero padded past N); a
-// micro-kernel broadcasts x[m, k] and FMAs it into a register tile of MR rows x
-// NP panels. Every micro-kernel shape, every ISA variant (AVX-512, AVX2,
-// portable std::fma) and every tile shape runs the same per-element chain, so
-// the results are bit-identical across all of them.
+// The fixed order (see linear_cpu.h): for output (m, n), lane l of a 16-lane accumulator sums
+// x[m, k] * W[n, k] over k = l, l + 16, l + 32, ... as one FMA chain (inputs past K read as 0);
+// then t_l = v_l + v_{l+8}, s_l = t_l + t_{l+4} (l < 4), and y = ((s0 + s2) + (s1 + s3)) + b[n].
+// x rows and W rows are both contiguous in k, so a micro-kernel loads 16 consecutive k of MR rows
+// of x and NR rows of W and FMAs every pair into MR x NR accumulators; no packed copy of W
+// exists and no operand is transposed. Every ISA variant and tile shape runs the same
+// per-element order, so the results are bit-identical across all of them.
 //
-// Tiles are (row block x panel block) units in row-block-fastest order:
-// consecutive tiles share a W column block, which then stays in L2 while the
-// rows stream past it.
+// Tiles are (row block x column block) units in row-block-fastest order: consecutive tiles share
+// a column block of W, which then stays in L2 while the rows stream past it. Inside a tile, MR
+// rows of x stay in L1 while the block's W rows stream from L2.
 #include "model/kernels/linear_cpu.h"
-
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
-#include <new>
 #include <utility>
 
 #if defined(__x86_64__)
@@ -31,243 +26,238 @@
 namespace lockstep::kernels {
 namespace {
 
-// Columns per packed panel: one zmm, two ymm.
-constexpr int64_t kPanelWidth = 16;
+constexpr int kLanes = 16;   // k positions per accumulator (one zmm, two ymm)
+constexpr int kMaxRows = 8;  // MR of the main register tile
+constexpr int kMaxColumns = 12;
 
-int64_t NumPanels(int64_t out_features) {
-  return (out_features + kPanelWidth - 1) / kPanelWidth;
-}
-
-// One register tile: rows [0, MR) of x and y, panels [0, NP) of the packed
-// weight.
+// One register tile: `rows` rows of x by `columns` rows of W, each output reduced over all of K.
 struct MicroTile {
-  const float* x;  // first row of the tile
+  const float* x;  // first row
   int64_t x_stride;
-  const float* w;        // first panel of the tile
-  int64_t panel_floats;  // K * kPanelWidth
-  int64_t depth;         // K
-  const float* bias;     // bias of the first column, or nullptr
-  float* y;              // first row, first column of the tile
+  const float* w;  // first weight row (rows are `depth` floats apart)
+  int64_t depth;   // K
+  const float* bias;  // bias of the first column, or nullptr
+  float* y;           // first row, first column
   int64_t y_stride;
-  int last_lanes;  // valid columns in the last panel, 1..16
 };
 
 using MicroKernel = void (*)(const MicroTile&);
+// [rows - 1][columns - 1]; every shape a tile can ask of its family is filled.
+using KernelTable = std::array<std::array<MicroKernel, kMaxColumns>, kMaxRows>;
 
-// -----------------------------------------------------------------------------
-// Portable: the reference chain with std::fma, which rounds exactly like one
-// vector FMA lane.
-void MicroPortable(const MicroTile& t, int rows, int panels) {
-  for (int i = 0; i < rows; ++i) {
-    const float* x_row = t.x + i * t.x_stride;
-    for (int j = 0; j < panels; ++j) {
-      const int lanes =
-          j == panels - 1 ? t.last_lanes : static_cast<int>(kPanelWidth);
-      const float* w = t.w + j * t.panel_floats;
-      for (int lane = 0; lane < lanes; ++lane) {
-        float acc = 0.0f;
-        for (int64_t k = 0; k < t.depth; ++k)
-          acc = std::fma(x_row[k], w[k * kPanelWidth + lane], acc);
-        if (t.bias != nullptr) acc = acc + t.bias[j * kPanelWidth + lane];
-        t.y[i * t.y_stride + j * kPanelWidth + lane] = acc;
-      }
-    }
-  }
-}
-
-// Micro-kernels by register-tile shape, [rows - 1][panels - 1].
-constexpr int kMaxRows = 8;
-constexpr int kMaxPanels = 8;
-using KernelTable = std::array<std::array<MicroKernel, kMaxPanels>, kMaxRows>;
-
-// A micro-kernel family: the register tile for big row counts, and how many
-// panels a tile of `rows` (< main_rows) rows takes at once.
+// A micro-kernel family: its kernels and, by number of rows, the columns of its register tile.
+// Column counts divide kColumnQuantum (below), so every column block splits evenly.
 struct Isa {
   LinearKernel kind;
-  const KernelTable* table;  // nullptr: portable
-  int main_rows;
-  int main_panels;
-  std::array<int, kMaxRows + 1> panels_for_rows;  // [rows], rows <= main_rows
+  const KernelTable* table;
+  int main_rows;  // rows of the main register tile (<= kMaxRows)
+  std::array<int, kMaxRows + 1> columns_for_rows;
 };
 
-constexpr Isa kPortableIsa{
-    LinearKernel::kPortable, nullptr, 8, 3, {0, 8, 8, 4, 4, 4, 4, 3, 3}};
-
-#if LOCKSTEP_LINEAR_X86
-// -----------------------------------------------------------------------------
-// AVX-512: a zmm per (row, panel); up to 28 accumulators.
-#define LOCKSTEP_AVX512 \
-  __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
-
-template <int MR, int NP>
-LOCKSTEP_AVX512 void MicroAvx512(const MicroTile& t) {
-  __m512 acc[MR][NP];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 16
-    for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
-  const float* x = t.x;
-  const float* w = t.w;
-  const int64_t x_stride = t.x_stride;
-  const int64_t panel_floats = t.panel_floats;
-  const int64_t depth = t.depth;
-  for (int64_t k = 0; k < depth; ++k) {
-    __m512 wv[NP];
-#pragma GCC unroll 16
-    for (int j = 0; j < NP; ++j)
-      wv[j] = _mm512_load_ps(w + j * panel_floats + k * kPanelWidth);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const __m512 xb = _mm512_set1_ps(x[i * x_stride + k]);
-#pragma GCC unroll 16
-      for (int j = 0; j < NP; ++j)
-        acc[i][j] = _mm512_fmadd_ps(xb, wv[j], acc[i][j]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int j = 0; j < NP; ++j) {
-    const __mmask16 mask =
-        j == NP - 1 ? static_cast<__mmask16>((1u << t.last_lanes) - 1u)
-                    : static_cast<__mmask16>(0xFFFF);
-    __m512 b = _mm512_setzero_ps();
-    if (t.bias != nullptr)
-      b = _mm512_maskz_loadu_ps(mask, t.bias + j * kPanelWidth);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      __m512 out = acc[i][j];
-      if (t.bias != nullptr) out = _mm512_add_ps(out, b);
-      _mm512_mask_storeu_ps(t.y + i * t.y_stride + j * kPanelWidth, mask, out);
-    }
-  }
-}
-
-// -----------------------------------------------------------------------------
-// AVX2: a panel is two ymm halves; up to 12 accumulators.
-#define LOCKSTEP_AVX2 __attribute__((target("avx2,fma")))
-
-// Mask of the first `lanes` lanes (none if lanes <= 0, all if lanes >= 8).
-LOCKSTEP_AVX2 inline __m256i HalfMask(int lanes) {
-  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(lanes), index);
-}
-
-template <int MR, int NP>
-LOCKSTEP_AVX2 void MicroAvx2(const MicroTile& t) {
-  __m256 acc[MR][2 * NP];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 16
-    for (int j = 0; j < 2 * NP; ++j) acc[i][j] = _mm256_setzero_ps();
-  const float* x = t.x;
-  const float* w = t.w;
-  const int64_t x_stride = t.x_stride;
-  const int64_t panel_floats = t.panel_floats;
-  const int64_t depth = t.depth;
-  for (int64_t k = 0; k < depth; ++k) {
-    __m256 wv[2 * NP];
-#pragma GCC unroll 16
-    for (int j = 0; j < NP; ++j) {
-      wv[2 * j] = _mm256_load_ps(w + j * panel_floats + k * kPanelWidth);
-      wv[2 * j + 1] =
-          _mm256_load_ps(w + j * panel_floats + k * kPanelWidth + 8);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      const __m256 xb = _mm256_broadcast_ss(x + i * x_stride + k);
-#pragma GCC unroll 16
-      for (int j = 0; j < 2 * NP; ++j)
-        acc[i][j] = _mm256_fmadd_ps(xb, wv[j], acc[i][j]);
-    }
-  }
-  // Fully unrolled (constant indices) so that acc stays in registers through
-  // the k loop.
-#pragma GCC unroll 16
-  for (int h = 0; h < 2 * NP; ++h) {
-    const int lanes = h / 2 == NP - 1 ? t.last_lanes - 8 * (h % 2)
-                                      : 8;  // <= 0: nothing to store
-    const __m256i mask = HalfMask(lanes);
-    __m256 b = _mm256_setzero_ps();
-    if (t.bias != nullptr) b = _mm256_maskload_ps(t.bias + 8 * h, mask);
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      __m256 out = acc[i][h];
-      if (t.bias != nullptr) out = _mm256_add_ps(out, b);
-      _mm256_maskstore_ps(t.y + i * t.y_stride + 8 * h, mask, out);
-    }
-  }
-}
-
-// -----------------------------------------------------------------------------
-// Kernel tables: nullptr where a shape would not fit the register file.
-
-template <template <int, int> class Family, int MR, int NP>
-constexpr MicroKernel Entry() {
-  if constexpr (Family<MR, NP>::kFits) return &Family<MR, NP>::Run;
-  return nullptr;
-}
-template <template <int, int> class Family, int MR, int... NPs>
-constexpr std::array<MicroKernel, kMaxPanels> TableRow(
-    std::integer_sequence<int, NPs...>) {
-  return {Entry<Family, MR, NPs + 1>()...};
+template <template <int, int> class Family, int MR, int... NRs>
+constexpr std::array<MicroKernel, kMaxColumns> TableRow(std::integer_sequence<int, NRs...>) {
+  return {(NRs + 1 <= Family<MR, NRs + 1>::kMaxColumns ? &Family<MR, NRs + 1>::Run : nullptr)...};
 }
 template <template <int, int> class Family, int... MRs>
 constexpr KernelTable MakeTable(std::integer_sequence<int, MRs...>) {
-  return {TableRow<Family, MRs + 1>(
-      std::make_integer_sequence<int, kMaxPanels>())...};
+  return {TableRow<Family, MRs + 1>(std::make_integer_sequence<int, kMaxColumns>())...};
 }
 
-template <int MR, int NP>
-struct Avx512Family {
-  static constexpr bool kFits =
-      MR * NP + NP + 1 <= 32;  // accumulators + W + broadcast
-  static void Run(const MicroTile& t) { MicroAvx512<MR, NP>(t); }
-};
-template <int MR, int NP>
-struct Avx2Family {
-  static constexpr bool kFits = MR <= 6 && 2 * MR * NP <= (MR == 1 ? 8 : 12);
-  static void Run(const MicroTile& t) { MicroAvx2<MR, NP>(t); }
-};
+// -----------------------------------------------------------------------------
+// Portable: the reference order with std::fma, which rounds exactly like one vector FMA lane.
+float ReduceLanes(const float* v) {
+  float t[8];
+  for (int l = 0; l < 8; ++l) t[l] = v[l] + v[l + 8];
+  const float s0 = t[0] + t[4], s1 = t[1] + t[5], s2 = t[2] + t[6], s3 = t[3] + t[7];
+  return (s0 + s2) + (s1 + s3);
+}
 
-constexpr KernelTable kAvx512Table =
-    MakeTable<Avx512Family>(std::make_integer_sequence<int, kMaxRows>());
-constexpr KernelTable kAvx2Table =
-    MakeTable<Avx2Family>(std::make_integer_sequence<int, kMaxRows>());
-
-// 8 x 48 main tile: 24 accumulators, 3 W loads + 8 broadcasts per 24 FMAs.
-// Fewer rows take more panels at once (so M = 1 still runs 8 independent
-// chains) in groups that divide the 8-panel decode tile.
-constexpr Isa kAvx512Isa{
-    LinearKernel::kAvx512, &kAvx512Table, 8, 3, {0, 8, 8, 4, 4, 4, 4, 3, 3}};
-// The classic Haswell 6 x 16 tile: 12 accumulators, 2 W loads + 6 broadcasts
-// per 12 FMAs.
-constexpr Isa kAvx2Isa{
-    LinearKernel::kAvx2, &kAvx2Table, 6, 1, {0, 4, 3, 2, 1, 1, 1, 1, 1}};
-
-// Every (rows, panels) shape ComputeTile can ask of a family has a kernel in
-// its table.
-constexpr bool CoversAllShapes(const Isa& isa, const KernelTable& table) {
-  for (int rows = 1; rows <= isa.main_rows; ++rows) {
-    const int max_panels = std::max(isa.panels_for_rows[rows], isa.main_panels);
-    for (int panels = 1; panels <= max_panels; ++panels) {
-      if (table[rows - 1][panels - 1] == nullptr) return false;
+template <int MR, int NR>
+void MicroPortable(const MicroTile& t) {
+  for (int i = 0; i < MR; ++i) {
+    const float* x = t.x + i * t.x_stride;
+    for (int j = 0; j < NR; ++j) {
+      const float* w = t.w + j * t.depth;
+      float acc[kLanes] = {};
+      for (int64_t k0 = 0; k0 < t.depth; k0 += kLanes) {
+        for (int l = 0; l < kLanes; ++l) {
+          const int64_t k = k0 + l;
+          acc[l] = k < t.depth ? std::fma(x[k], w[k], acc[l]) : std::fma(0.0f, 0.0f, acc[l]);
+        }
+      }
+      float out = ReduceLanes(acc);
+      if (t.bias != nullptr) out = out + t.bias[j];
+      t.y[i * t.y_stride + j] = out;
     }
   }
-  return true;
 }
-static_assert(CoversAllShapes(kAvx512Isa, kAvx512Table) &&
-              CoversAllShapes(kAvx2Isa, kAvx2Table));
+
+template <int MR, int NR>
+struct PortableFamily {
+  static constexpr int kMaxColumns = MR <= 4 ? 12 / MR : 3;
+  static void Run(const MicroTile& t) {
+    if constexpr (NR <= kMaxColumns) MicroPortable<MR, NR>(t);
+  }
+};
+constexpr KernelTable kPortableTable =
+    MakeTable<PortableFamily>(std::make_integer_sequence<int, kMaxRows>());
+constexpr Isa kPortableIsa{LinearKernel::kPortable, &kPortableTable, 8, {0, 12, 6, 4, 3, 3, 3, 3, 3}};
+
+#if LOCKSTEP_LINEAR_X86
+#define LOCKSTEP_AVX2 __attribute__((target("avx2,fma")))
+#define LOCKSTEP_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+
+// Lanes 0..7 in `low`, 8..15 in `high`: ((s0 + s2) + (s1 + s3)) with s_l = t_l + t_{l+4},
+// t_l = v_l + v_{l+8}.
+LOCKSTEP_AVX2 inline float ReduceHalves(__m256 low, __m256 high) {
+  const __m256 t = _mm256_add_ps(low, high);
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+  const __m128 u = _mm_add_ps(s, _mm_movehl_ps(s, s));      // s0 + s2, s1 + s3
+  return _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));  // (s0 + s2) + (s1 + s3)
+}
+
+LOCKSTEP_AVX2 inline __m256i TailMask(int64_t lanes) {  // the first `lanes` of 8 (clamped)
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::clamp<int64_t>(lanes, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// AVX2: a 16-lane accumulator is two ymm; MR * NR * 2 <= 12 of the 16 registers.
+template <int MR, int NR>
+LOCKSTEP_AVX2 void MicroAvx2(const MicroTile& t) {
+  __m256 acc[MR][NR][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
+  const float* x = t.x;
+  const float* w = t.w;
+  const int64_t x_stride = t.x_stride;
+  const int64_t depth = t.depth;
+  const int64_t full = depth / kLanes * kLanes;
+  for (int64_t k = 0; k < full; k += kLanes) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256 wv[NR];
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) {
+        wv[j] = _mm256_loadu_ps(w + j * depth + k + 8 * h);
+        _mm_prefetch(reinterpret_cast<const char*>(w + (NR + j) * depth + k + 8 * h), _MM_HINT_T0);
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        __m256 xv = _mm256_loadu_ps(x + i * x_stride + k + 8 * h);
+        asm("" : "+x"(xv));
+#pragma GCC unroll 16
+        for (int j = 0; j < NR; ++j) acc[i][j][h] = _mm256_fmadd_ps(xv, wv[j], acc[i][j][h]);
+      }
+    }
+  }
+  if (full < depth) {  // the tail: lanes past K load 0 (and FMA 0 * 0, as the portable order)
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i mask = TailMask(depth - full - 8 * h);
+      __m256 wv[NR];
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) wv[j] = _mm256_maskload_ps(w + j * depth + full + 8 * h, mask);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const __m256 xv = _mm256_maskload_ps(x + i * x_stride + full + 8 * h, mask);
+#pragma GCC unroll 16
+        for (int j = 0; j < NR; ++j) acc[i][j][h] = _mm256_fmadd_ps(xv, wv[j], acc[i][j][h]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      float out = ReduceHalves(acc[i][j][0], acc[i][j][1]);
+      if (t.bias != nullptr) out = out + t.bias[j];
+      t.y[i * t.y_stride + j] = out;
+    }
+  }
+}
+
+// AVX-512: a 16-lane accumulator is one zmm; MR * NR <= 24 of the 32 registers.
+template <int MR, int NR>
+LOCKSTEP_AVX512 void MicroAvx512(const MicroTile& t) {
+  __m512 acc[MR][NR];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  const float* x = t.x;
+  const float* w = t.w;
+  const int64_t x_stride = t.x_stride;
+  const int64_t depth = t.depth;
+  const int64_t full = depth / kLanes * kLanes;
+  for (int64_t k = 0; k < full; k += kLanes) {
+    __m512 wv[NR];
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      wv[j] = _mm512_loadu_ps(w + j * depth + k);
+      // The next register tile's weight rows follow these in memory: fetch them now (a row
+      // triple is too short a stream for the hardware prefetcher to ramp up on).
+      _mm_prefetch(reinterpret_cast<const char*>(w + (NR + j) * depth + k), _MM_HINT_T0);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      __m512 xv = _mm512_loadu_ps(x + i * x_stride + k);
+      asm("" : "+v"(xv));  // one load per row, not one per FMA (keeps the loads below the FMAs)
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+  if (full < depth) {  // the tail, zero-filled as above
+    const __mmask16 mask = static_cast<__mmask16>((1u << (depth - full)) - 1u);
+    __m512 wv[NR];
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) wv[j] = _mm512_maskz_loadu_ps(mask, w + j * depth + full);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i * x_stride + full);
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < NR; ++j) {
+      float out = ReduceHalves(_mm512_extractf32x8_ps(acc[i][j], 0),
+                               _mm512_extractf32x8_ps(acc[i][j], 1));
+      if (t.bias != nullptr) out = out + t.bias[j];
+      t.y[i * t.y_stride + j] = out;
+    }
+  }
+}
+
+template <int MR, int NR>
+struct Avx2Family {
+  static constexpr int kMaxColumns = MR <= 6 ? 6 / MR : 0;
+  static void Run(const MicroTile& t) {
+    if constexpr (NR <= kMaxColumns) MicroAvx2<MR, NR>(t);
+  }
+};
+template <int MR, int NR>
+struct Avx512Family {
+  static constexpr int kMaxColumns = MR <= 2 ? 12 : 24 / MR;
+  static void Run(const MicroTile& t) {
+    if constexpr (NR <= kMaxColumns) MicroAvx512<MR, NR>(t);
+  }
+};
+constexpr KernelTable kAvx2Table = MakeTable<Avx2Family>(std::make_integer_sequence<int, kMaxRows>());
+constexpr KernelTable kAvx512Table =
+    MakeTable<Avx512Family>(std::make_integer_sequence<int, kMaxRows>());
+constexpr Isa kAvx2Isa{LinearKernel::kAvx2, &kAvx2Table, 6, {0, 6, 3, 2, 1, 1, 1, 0, 0}};
+constexpr Isa kAvx512Isa{LinearKernel::kAvx512, &kAvx512Table, 8, {0, 12, 12, 8, 6, 4, 4, 3, 3}};
 #endif  // LOCKSTEP_LINEAR_X86
 
 const Isa& DetectIsa() {
 #if LOCKSTEP_LINEAR_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma")) {
-    return kAvx512Isa;
-  }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return kAvx2Isa;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return kAvx512Isa;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return kAvx2Isa;
 #endif
   return kPortableIsa;
 }
@@ -275,97 +265,6 @@ const Isa& DetectIsa() {
 const Isa& BestIsa() {
   static const Isa& isa = DetectIsa();
   return isa;
-}
-
-// -----------------------------------------------------------------------------
-// Tiling: depends on M and N only (never on the ISA, so tile ranges mean the
-// same everywhere).
-struct Tiling {
-  int64_t row_block;    // rows per tile
-  int64_t panel_block;  // panels per tile
-  int64_t num_row_blocks;
-  int64_t num_panel_blocks;
-};
-
-// Decode-sized M (<= 16): one row block, tiles of 8 panels (128 columns).
-// Larger M: blocks of 96 rows x 12 panels (192 columns; at K = 1024 a 3-panel
-// group is 192 KB and the row block 384 KB, so both stay in the 1 MB L2 while
-// the group's rows stream). Either way the panel block is halved (down to one
-// register-tile group) while there are fewer than kMinTiles tiles, so
-// that 2..16 threads all get work.
-constexpr int64_t kSmallRows = 16;
-constexpr int64_t kSmallPanelBlock = 8, kSmallMinPanelBlock = 4;
-constexpr int64_t kRowBlock = 96, kPanelBlock = 12, kMinPanelBlock = 3;
-constexpr int64_t kMinTiles = 16;
-
-Tiling ChooseTiling(int64_t rows, int64_t out_features) {
-  const int64_t num_panels = NumPanels(out_features);
-  const bool small = rows <= kSmallRows;
-  Tiling tiling;
-  tiling.row_block = small ? std::max<int64_t>(rows, 1) : kRowBlock;
-  tiling.panel_block = small ? kSmallPanelBlock : kPanelBlock;
-  const int64_t min_panel_block = small ? kSmallMinPanelBlock : kMinPanelBlock;
-  tiling.num_row_blocks = (rows + tiling.row_block - 1) / tiling.row_block;
-  auto num_panel_blocks = [&] {
-    return (num_panels + tiling.panel_block - 1) / tiling.panel_block;
-  };
-  while (tiling.num_row_blocks * num_panel_blocks() < kMinTiles &&
-         tiling.panel_block / 2 >= min_panel_block) {
-    tiling.panel_block /= 2;
-  }
-  tiling.num_panel_blocks = num_panel_blocks();
-  return tiling;
-}
-
-void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling,
-                 int64_t tile) {
-  const PackedLinearWeight& weight = *p.weight;
-  const int64_t n_total = weight.out_features;
-  const int64_t depth = weight.in_features;
-  const int64_t panel_floats = depth * kPanelWidth;
-  const int64_t num_panels = NumPanels(n_total);
-
-  const int64_t row_begin = (tile % tiling.num_row_blocks) * tiling.row_block;
-  const int64_t row_end = std::min(p.rows, row_begin + tiling.row_block);
-  const int64_t panel_begin =
-      (tile / tiling.num_row_blocks) * tiling.panel_block;
-  const int64_t panel_end =
-      std::min(num_panels, panel_begin + tiling.panel_block);
-  const int64_t tile_rows = row_end - row_begin;
-
-  const int main_rows =
-      static_cast<int>(std::min<int64_t>(tile_rows, isa.main_rows));
-  const int group_panels = tile_rows <= isa.main_rows
-                               ? isa.panels_for_rows[main_rows]
-                               : isa.main_panels;
-
-  MicroTile t;
-  t.x_stride = p.x_stride;
-  t.panel_floats = panel_floats;
-  t.depth = depth;
-  t.y_stride = p.y_stride;
-  // Column groups outside, row groups inside: the group's W panels stay in
-  // L1/L2 while the tile's rows stream past them.
-  for (int64_t panel = panel_begin; panel < panel_end; panel += group_panels) {
-    const int panels =
-        static_cast<int>(std::min<int64_t>(group_panels, panel_end - panel));
-    const int64_t col = panel * kPanelWidth;
-    t.w = weight.data.get() + panel * panel_floats;
-    t.bias = p.bias != nullptr ? p.bias + col : nullptr;
-    t.last_lanes = static_cast<int>(std::min<int64_t>(
-        kPanelWidth, n_total - (panel + panels - 1) * kPanelWidth));
-    for (int64_t row = row_begin; row < row_end; row += main_rows) {
-      const int rows =
-          static_cast<int>(std::min<int64_t>(main_rows, row_end - row));
-      t.x = p.x + row * p.x_stride;
-      t.y = p.y + row * p.y_stride + col;
-      if (isa.table == nullptr) {
-        MicroPortable(t, rows, panels);
-      } else {
-        (*isa.table)[rows - 1][panels - 1](t);
-      }
-    }
-  }
 }
 
 const Isa* IsaFor(LinearKernel kernel) {
@@ -388,94 +287,88 @@ const Isa* IsaFor(LinearKernel kernel) {
   return nullptr;
 }
 
-// 64-byte aligned storage; large packs are 2 MB aligned and ask for transparent
-// huge pages, since first-touch faults on 4 KB pages cost more than the packing
-// itself (~350 ms for the 98 MB LM head on a VM, ~20 ms with huge pages).
-std::shared_ptr<float> AllocatePacked(int64_t num_floats) {
-  constexpr size_t kHugePage = size_t{1} << 21;
-  size_t bytes =
-      static_cast<size_t>(num_floats) * sizeof(float);  // a multiple of 64
-  const bool huge = bytes >= kHugePage;
-  if (huge) bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  float* storage =
-      static_cast<float*>(std::aligned_alloc(huge ? kHugePage : 64, bytes));
-  if (storage == nullptr) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-  if (huge) madvise(storage, bytes, MADV_HUGEPAGE);  // a hint; may fail
-#endif
-  return std::shared_ptr<float>(storage, std::free);
+// -----------------------------------------------------------------------------
+// Tiling: depends on M, N and K only (never on the ISA, so tile ranges mean the same
+// everywhere). A column block of W is at most ~256 KB (stays in L2 while rows stream past),
+// a multiple of 24 columns (every register-tile width divides it); decode-sized M is one row
+// block, larger M blocks of 64 rows. Column blocks are halved (down to 24) while there are
+// fewer than kMinTiles tiles, so that 2..16 threads all get work.
+constexpr int64_t kColumnBlockBytes = 256 * 1024;
+constexpr int64_t kColumnQuantum = 24;
+constexpr int64_t kMaxColumnBlock = 192;
+constexpr int64_t kSmallRows = 16, kRowBlock = 64;
+constexpr int64_t kMinTiles = 16;
+
+struct Tiling {
+  int64_t row_block, column_block, num_row_blocks, num_column_blocks;
+};
+
+Tiling ChooseTiling(int64_t rows, int64_t out_features, int64_t in_features) {
+  Tiling tiling;
+  tiling.row_block = rows <= kSmallRows ? std::max<int64_t>(rows, 1) : kRowBlock;
+  tiling.num_row_blocks = (rows + tiling.row_block - 1) / tiling.row_block;
+  const int64_t fit = kColumnBlockBytes / (4 * std::max<int64_t>(in_features, 1));
+  tiling.column_block =
+      std::clamp<int64_t>(fit / kColumnQuantum * kColumnQuantum, kColumnQuantum, kMaxColumnBlock);
+  auto num_column_blocks = [&] {
+    return (out_features + tiling.column_block - 1) / tiling.column_block;
+  };
+  while (tiling.num_row_blocks * num_column_blocks() < kMinTiles &&
+         tiling.column_block / 2 >= kColumnQuantum && tiling.column_block % 2 == 0 &&
+         (tiling.column_block / 2) % kColumnQuantum == 0) {
+    tiling.column_block /= 2;
+  }
+  tiling.num_column_blocks = num_column_blocks();
+  return tiling;
 }
 
-// out[panel][k][lane] = W[panel * 16 + lane][k], zero past N.
-void PackInto(const float* weight, int64_t out_features, int64_t in_features,
-              float* out) {
-  const int64_t num_panels = NumPanels(out_features);
-  for (int64_t panel = 0; panel < num_panels; ++panel) {
-    float* panel_out = out + panel * in_features * kPanelWidth;
-    for (int64_t lane = 0; lane < kPanelWidth; ++lane) {
-      const int64_t n = panel * kPanelWidth + lane;
-      if (n >= out_features) {
-        for (int64_t k = 0; k < in_features; ++k)
-          panel_out[k * kPanelWidth + lane] = 0.0f;
-        continue;
-      }
-      const float* w_row = weight + n * in_features;
-      for (int64_t k = 0; k < in_features; ++k)
-        panel_out[k * kPanelWidth + lane] = w_row[k];
+void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, int64_t tile) {
+  const int64_t row_begin = (tile % tiling.num_row_blocks) * tiling.row_block;
+  const int64_t row_end = std::min(p.rows, row_begin + tiling.row_block);
+  const int64_t column_begin = (tile / tiling.num_row_blocks) * tiling.column_block;
+  const int64_t column_end = std::min(p.out_features, column_begin + tiling.column_block);
+  MicroTile t;
+  t.x_stride = p.x_stride;
+  t.depth = p.in_features;
+  t.y_stride = p.y_stride;
+  // Row groups outside (MR rows of x stay in L1), columns inside (the block's W from L2).
+  for (int64_t row = row_begin; row < row_end; row += isa.main_rows) {
+    const int rows = static_cast<int>(std::min<int64_t>(isa.main_rows, row_end - row));
+    const int width = isa.columns_for_rows[rows];
+    t.x = p.x + row * p.x_stride;
+    for (int64_t column = column_begin; column < column_end; column += width) {
+      const int columns = static_cast<int>(std::min<int64_t>(width, column_end - column));
+      t.w = p.weight + column * p.in_features;
+      t.bias = p.bias != nullptr ? p.bias + column : nullptr;
+      t.y = p.y + row * p.y_stride + column;
+      (*isa.table)[rows - 1][columns - 1](t);
     }
   }
 }
 
+bool Empty(const LinearProblem& p) { return p.rows <= 0 || p.out_features <= 0; }
+
 }  // namespace
 
-PackedLinearWeight PackLinearWeight(const float* weight, int64_t out_features,
-                                    int64_t in_features) {
-  PackedLinearWeight packed;
-  packed.out_features = out_features;
-  packed.in_features = in_features;
-  packed.num_floats = NumPanels(out_features) * in_features * kPanelWidth;
-  if (packed.num_floats == 0) return packed;
-  packed.data = AllocatePacked(packed.num_floats);
-  PackInto(weight, out_features, in_features, packed.data.get());
-  return packed;
-}
-
-void RepackLinearWeight(const float* weight, PackedLinearWeight* packed) {
-  if (packed->num_floats == 0) return;
-  if (packed->data == nullptr)
-    packed->data = AllocatePacked(packed->num_floats);
-  PackInto(weight, packed->out_features, packed->in_features,
-           packed->data.get());
-}
-
 int64_t NumLinearTiles(const LinearProblem& problem) {
-  if (problem.rows <= 0 || problem.weight == nullptr ||
-      problem.weight->out_features <= 0)
-    return 0;
-  const Tiling tiling =
-      ChooseTiling(problem.rows, problem.weight->out_features);
-  return tiling.num_row_blocks * tiling.num_panel_blocks;
+  if (Empty(problem)) return 0;
+  const Tiling tiling = ChooseTiling(problem.rows, problem.out_features, problem.in_features);
+  return tiling.num_row_blocks * tiling.num_column_blocks;
 }
 
-bool LinearTilesWithKernel(LinearKernel kernel, const LinearProblem& problem,
-                           int64_t tile_begin, int64_t tile_end) {
+bool LinearTilesWithKernel(LinearKernel kernel, const LinearProblem& problem, int64_t tile_begin,
+                           int64_t tile_end) {
   const Isa* isa = IsaFor(kernel);
   if (isa == nullptr) return false;
-  if (problem.rows <= 0 || problem.weight == nullptr ||
-      problem.weight->out_features <= 0)
-    return true;
-  const Tiling tiling =
-      ChooseTiling(problem.rows, problem.weight->out_features);
-  tile_begin = std::max<int64_t>(tile_begin, 0);
-  tile_end =
-      std::min(tile_end, tiling.num_row_blocks * tiling.num_panel_blocks);
-  for (int64_t tile = tile_begin; tile < tile_end; ++tile)
+  if (Empty(problem)) return true;
+  const Tiling tiling = ChooseTiling(problem.rows, problem.out_features, problem.in_features);
+  tile_end = std::min(tile_end, tiling.num_row_blocks * tiling.num_column_blocks);
+  for (int64_t tile = std::max<int64_t>(tile_begin, 0); tile < tile_end; ++tile)
     ComputeTile(*isa, problem, tiling, tile);
   return true;
 }
 
-void LinearTiles(const LinearProblem& problem, int64_t tile_begin,
-                 int64_t tile_end) {
+void LinearTiles(const LinearProblem& problem, int64_t tile_begin, int64_t tile_end) {
   LinearTilesWithKernel(LinearKernel::kAuto, problem, tile_begin, tile_end);
 }
 
