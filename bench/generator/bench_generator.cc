@@ -364,7 +364,12 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   json["targets"] = {
       {"bi_vs_fast" + rb, {{"min", kBiVsFastTarget}, {"met", bi_vs_fast >= kBiVsFastTarget}}},
       {"vs_python" + rb, {{"min", kVsPythonTarget}, {"met", vs_python >= kVsPythonTarget}}},
-      {"peak_rss_mb", {{"max", peak_limit}, {"met", peak <= peak_limit}}}};
+      {"peak_rss_mb", {{"max", peak_limit}, {"met", peak <= peak_limit}}},
+      // The same bound on what the generator itself allocates: the process's RSS before any
+      // model exists (LibTorch's shared libraries, ~150 MB here) is a fixed cost of the library
+      // build, not of the weights or the KV pool.
+      {"peak_rss_above_baseline_mb",
+       {{"max", peak_limit}, {"met", peak_above_baseline <= peak_limit}}}};
 
   auto verdict = [](bool met) { return met ? "met" : "MISSED"; };
   std::printf("  %-40s %10.3f  (target >= %.2f: %s; CPU time: %.3f)\n", ("bi_vs_fast" + rb).c_str(),
@@ -378,9 +383,11 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   std::printf("  %-40s %10.1f  (weights %.1f + kv_pool %.1f; target peak <= %.1f: %s)\n",
               "weights_mb + kv_pool_mb", weights_mb + kv_pool_mb, weights_mb, kv_pool_mb,
               peak_limit, verdict(peak <= peak_limit));
-  std::printf("  %-40s %10.1f  (peak minus RSS before the model, max over modes; baseline %.1f)\n",
-              "peak_rss_above_baseline_mb", peak_above_baseline,
-              json["baseline_rss_mb_fast"].get<double>());
+  std::printf(
+      "  %-40s %10.1f  (peak minus RSS before the model, max over modes; baseline %.1f; "
+      "same limit: %s)\n",
+      "peak_rss_above_baseline_mb", peak_above_baseline, json["baseline_rss_mb_fast"].get<double>(),
+      verdict(peak_above_baseline <= peak_limit));
   std::printf("  %-40s %s -> %s\n", "load average (1, 5, 15 min)",
               json["load_average_at_start"].get<std::string>().c_str(),
               json["load_average_at_end"].get<std::string>().c_str());
