@@ -1,12 +1,15 @@
 // bench_pipeline: the same RL job run on-policy (max_staleness 0) and asynchronously
 // (max_staleness 2) through the real `lockstep run` (trainer + generator processes on loopback).
 //
-// The job is sized so that generation and training take comparable time per step: a random tiny
-// model (no SFT) samples 1 prompt x 2 completions of up to 192 tokens per step. Generation costs
-// about one engine step per token position (a decode step at batch 2), training about one
-// forward + backward per token, which on this CPU come out close. Whether they do is measured in
-// the S = 0 run itself (where the two never overlap) and reported as generate_vs_train_s0; the
-// speed-up target is only judged when that ratio is within [1/1.5, 1.5].
+// The job is sized so that generation and training take comparable time per step: a random
+// `small` model (~10M parameters, no SFT) samples 1 prompt x 2 completions of up to 192 tokens
+// per step. Generation costs one engine step per token position (a decode step at batch 2, bound
+// by reading the weights), training one forward + backward per token (bound by arithmetic), which
+// on this CPU come out close. (With the `tiny` model the per-step overheads of generation
+// dominate, and its share swung from 0.25x to 1.2x of training with the machine's load.) Whether
+// they are close is measured in the S = 0 run itself (where the two never overlap) and reported as
+// generate_vs_train_s0; the speed-up target is only judged when that ratio is within
+// [1/1.5, 1.5].
 //
 // Prints a table and, with --json FILE, writes:
 //   async_vs_sync_step_time   mean RL step time with S = 2 / with S = 0 (target <= 0.7)
@@ -15,11 +18,15 @@
 //   generate_s0, train_s0     S = 0: mean seconds per step generating / training
 //   generate_vs_train_s0      their ratio; comparable = within a factor 1.5
 //   target                    "met", "missed" or "not comparable" (the job was not balanced)
-// plus each run's time split, the S = 2 staleness histogram and the load average.
-// The first `--warmup` and the last `--cooldown` steps of each run are left out of the means
+// plus each S's time split, the S = 2 staleness histogram and the load average.
+// S = 0 and S = 2 runs alternate `--repeats` times (the load of a shared machine changes within
+// minutes; a single S = 0 run followed by a single S = 2 run measured 0.38 and 1.16 on the same
+// build); the figures are step-weighted means over all runs of an S, and each pair's ratio is
+// printed too. The first `--warmup` and the last `--cooldown` steps of each run are left out
 // (the last S steps of an async run have nothing left to generate).
 //
-//   bench_pipeline [--lockstep PATH] [--steps 16] [--warmup 2] [--cooldown 2] [--json FILE]
+//   bench_pipeline [--lockstep PATH] [--steps 12] [--warmup 2] [--cooldown 2] [--repeats 2]
+//                  [--json FILE]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,7 +52,7 @@ constexpr char kJob[] = R"(
 [job]
 seed = 5
 [model]
-preset = "tiny"
+preset = "small"
 mode = "batch_invariant"
 [data]
 task = "arithmetic"
@@ -108,9 +115,9 @@ int RunJob(const std::string& lockstep, const std::vector<std::string>& args, co
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-bool Measure(const std::string& lockstep, const fs::path& root, int staleness, int steps,
-             int warmup, int cooldown, RunFigures* figures) {
-  const std::string name = "s" + std::to_string(staleness);
+bool Measure(const std::string& lockstep, const fs::path& root, int staleness, int repeat,
+             int steps, int warmup, int cooldown, RunFigures* figures) {
+  const std::string name = "s" + std::to_string(staleness) + "_" + std::to_string(repeat);
   const int rc = RunJob(
       lockstep,
       {"run", (root / "job.toml").string(), "--name", name, "--set",
@@ -157,6 +164,26 @@ bool Measure(const std::string& lockstep, const fs::path& root, int staleness, i
   return true;
 }
 
+// The step-weighted means of several runs, their histograms summed.
+RunFigures Pool(const std::vector<RunFigures>& runs) {
+  RunFigures pooled;
+  for (const RunFigures& f : runs) pooled.steps += f.steps;
+  for (const RunFigures& f : runs) {
+    const double w = static_cast<double>(f.steps) / pooled.steps;
+    pooled.step_seconds += w * f.step_seconds;
+    pooled.generate += w * f.generate;
+    pooled.reward += w * f.reward;
+    pooled.train += w * f.train;
+    pooled.sync += w * f.sync;
+    pooled.idle_trainer += w * f.idle_trainer;
+    pooled.idle_generator += w * f.idle_generator;
+    pooled.gen_tokens += w * f.gen_tokens;
+    pooled.train_tokens += w * f.train_tokens;
+    for (const auto& [age, count] : f.ages) pooled.ages[age] += count;
+  }
+  return pooled;
+}
+
 nlohmann::json SplitJson(const RunFigures& f) {
   return {{"step_s", f.step_seconds},
           {"generate_s", f.generate},
@@ -175,7 +202,7 @@ nlohmann::json SplitJson(const RunFigures& f) {
 
 int main(int argc, char** argv) {
   std::string lockstep = LOCKSTEP_BINARY, json_path;
-  int steps = 16, warmup = 2, cooldown = 2;
+  int steps = 12, warmup = 2, cooldown = 2, repeats = 2;
   for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) {
@@ -190,49 +217,66 @@ int main(int argc, char** argv) {
       warmup = std::atoi(argv[i + 1]);
     else if (flag == "--cooldown")
       cooldown = std::atoi(argv[i + 1]);
+    else if (flag == "--repeats")
+      repeats = std::atoi(argv[i + 1]);
     else if (flag == "--json")
       json_path = argv[i + 1];
     else {
       std::fprintf(stderr,
                    "usage: bench_pipeline [--lockstep PATH] [--steps N] [--warmup N] "
-                   "[--cooldown N] [--json FILE]\n");
+                   "[--cooldown N] [--repeats N] [--json FILE]\n");
       return 2;
     }
   }
-  if (steps - warmup - cooldown < 1) {
+  if (steps - warmup - cooldown < 1 || repeats < 1) {
     std::fprintf(stderr,
                  "bench_pipeline: --steps %d leaves no step after warmup %d and "
-                 "cooldown %d\n",
-                 steps, warmup, cooldown);
+                 "cooldown %d, or --repeats %d < 1\n",
+                 steps, warmup, cooldown, repeats);
     return 2;
   }
   const fs::path root = fs::temp_directory_path() / ("bench_pipeline_" + std::to_string(getpid()));
   fs::create_directories(root);
   std::ofstream(root / "job.toml") << kJob;
   const std::string load_start = ReadLoadAverage();
-  RunFigures sync_run, async_run;
-  if (!Measure(lockstep, root, 0, steps, warmup, cooldown, &sync_run) ||
-      !Measure(lockstep, root, 2, steps, warmup, cooldown, &async_run)) {
-    return 1;  // the run directory is kept for its logs
+  // S = 0 and S = 2 runs alternate, so that both see the same phases of a shared machine's load.
+  std::vector<RunFigures> sync_runs(repeats), async_runs(repeats);
+  for (int r = 0; r < repeats; ++r) {
+    if (!Measure(lockstep, root, 0, r, steps, warmup, cooldown, &sync_runs[r]) ||
+        !Measure(lockstep, root, 2, r, steps, warmup, cooldown, &async_runs[r])) {
+      return 1;  // the run directory is kept for its logs
+    }
   }
   const std::string load_end = ReadLoadAverage();
+  const RunFigures sync_run = Pool(sync_runs), async_run = Pool(async_runs);
   const double ratio = async_run.step_seconds / sync_run.step_seconds;
   const double balance = sync_run.generate / sync_run.train;
   const bool comparable = balance <= kComparableFactor && balance >= 1 / kComparableFactor;
   const char* verdict = !comparable ? "not comparable" : ratio <= kTarget ? "met" : "missed";
 
   std::printf(
-      "job: tiny model, 1 prompt x 2 samples x <= 192 tokens per step; %d steps, "
-      "%d warmup + %d cooldown left out\n",
-      steps, warmup, cooldown);
-  std::printf("%-14s %8s %10s %8s %8s %8s %12s %14s %8s %8s\n", "max_staleness", "step s",
-              "generate s", "reward s", "train s", "sync s", "idle trainer", "idle generator",
-              "gen tok", "trn tok");
-  for (const auto& [label, f] : {std::pair<const char*, RunFigures>{"0", sync_run},
-                                 std::pair<const char*, RunFigures>{"2", async_run}}) {
-    std::printf("%-14s %8.3f %10.3f %8.3f %8.3f %8.3f %12.3f %14.3f %8.1f %8.1f\n", label,
+      "job: small random model, 1 prompt x 2 samples x <= 192 tokens per step; %d runs "
+      "of %d steps per max_staleness, %d warmup + %d cooldown steps left out of each\n",
+      repeats, steps, warmup, cooldown);
+  std::printf("%-16s %8s %10s %8s %8s %8s %12s %14s %8s\n", "max_staleness", "step s", "generate s",
+              "reward s", "train s", "sync s", "idle trainer", "idle generator", "gen tok");
+  auto row = [](const std::string& label, const RunFigures& f) {
+    std::printf("%-16s %8.3f %10.3f %8.3f %8.3f %8.3f %12.3f %14.3f %8.1f\n", label.c_str(),
                 f.step_seconds, f.generate, f.reward, f.train, f.sync, f.idle_trainer,
-                f.idle_generator, f.gen_tokens, f.train_tokens);
+                f.idle_generator, f.gen_tokens);
+  };
+  for (int r = 0; r < repeats; ++r) {
+    row("0 (run " + std::to_string(r + 1) + ")", sync_runs[r]);
+    row("2 (run " + std::to_string(r + 1) + ")", async_runs[r]);
+  }
+  row("0 (all)", sync_run);
+  row("2 (all)", async_run);
+  std::string pairs;
+  nlohmann::json pair_ratios = nlohmann::json::array();
+  for (int r = 0; r < repeats; ++r) {
+    const double pair = async_runs[r].step_seconds / sync_runs[r].step_seconds;
+    pair_ratios.push_back(pair);
+    pairs += (r == 0 ? "" : ", ") + std::to_string(pair).substr(0, 5);
   }
   std::string ages;
   for (const auto& [age, count] : async_run.ages) {
@@ -243,10 +287,12 @@ int main(int argc, char** argv) {
       "generate_vs_train_s0 = %.3f (S=0 per step: generate %.3f s, train %.3f s; "
       "comparable within %.1fx: %s)\n",
       balance, sync_run.generate, sync_run.train, kComparableFactor, comparable ? "yes" : "NO");
-  std::printf("async_vs_sync_step_time = %.3f (target <= %.1f): %s\n", ratio, kTarget, verdict);
+  std::printf("async_vs_sync_step_time = %.3f (target <= %.1f): %s; per run pair: %s\n", ratio,
+              kTarget, verdict, pairs.c_str());
   std::printf("load average: start %s, end %s\n", load_start.c_str(), load_end.c_str());
   if (!json_path.empty()) {
     nlohmann::json out = {{"async_vs_sync_step_time", ratio},
+                          {"async_vs_sync_step_time_per_pair", pair_ratios},
                           {"idle_fraction_trainer", async_run.idle_trainer},
                           {"idle_fraction_generator", async_run.idle_generator},
                           {"generate_s0", sync_run.generate},
@@ -261,6 +307,7 @@ int main(int argc, char** argv) {
                           {"s0", SplitJson(sync_run)},
                           {"s2", SplitJson(async_run)},
                           {"steps", steps},
+                          {"repeats", repeats},
                           {"steps_measured", async_run.steps},
                           {"load_average_start", load_start},
                           {"load_average_end", load_end}};
