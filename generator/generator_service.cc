@@ -222,6 +222,7 @@ absl::Status GeneratorService::DoJoin(const v1::JoinWeightSyncRequest& request,
   if (request.timeout_ms() > 0) options.timeout = std::chrono::milliseconds(request.timeout_ms());
   if (request.bucket_bytes() != 0) options.bucket_bytes = request.bucket_bytes();
   options.verify = request.verify();
+  options.transport = static_cast<weight_sync::Transport>(request.transport());
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   group_.reset();  // a re-formed group replaces the old one (a broken one is abandoned)
   absl::StatusOr<std::unique_ptr<weight_sync::WeightSyncGroup>> group =

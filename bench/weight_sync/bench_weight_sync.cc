@@ -1,13 +1,18 @@
 // Weight-sync benchmark: broadcast of the base preset's parameters (~100M, fp32) and of a ~500M
-// synthetic set from rank 0 to 1 and 2 receiver processes over loopback Gloo, next to a plain
-// memcpy of the same bytes measured in the same run; and the generation stall of a hot swap of
-// the base preset into a running engine.
+// synthetic set from rank 0 to 1 and 2 receiver processes on this host, over both transports
+// (the default, auto, which is shared memory on one host; and Gloo over loopback TCP), next to a
+// plain memcpy of the same bytes measured in the same run; and the generation stall of a hot
+// swap of the base preset into a running engine.
 //
-//   build/bench/bench_weight_sync [--json FILE] [--iterations 2] [--skip-large]
+//   build/bench/bench_weight_sync [--json FILE] [--iterations 2] [--skip-large] [--skip-swap]
 //
 // sync time = rank 0's WeightSyncGroup::Send (version header + every bucket, verify off; the
 // receivers allocate a fresh fp32 staging copy each time, as a generator does).
-// sync_vs_memcpy = sync time / memcpy time (target <= 3 with one receiver).
+// sync_vs_memcpy = sync time / memcpy time (target <= 3 with one receiver). Headline keys:
+// sync_gbps / sync_vs_memcpy (default transport, worst one-receiver set), the same with _gloo
+// (transport forced to Gloo), and _2recv variants of all four (two receivers); `transport` names
+// the one the default resolved to. On shared memory the Send returns once every receiver has
+// copied the last bucket out, so the time covers the whole transfer.
 // swap_pause_ms = the generation stall of a hot swap of the base preset, requests in flight: the
 // extra time of the engine step that follows the swap (pointer swap + anything the first forward
 // after it pays, e.g. repacking) over a normal decode step; median of 3, the worse of the fast and
@@ -23,6 +28,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -112,23 +118,25 @@ struct SyncFigures {
   double seconds = 0;
   int64_t num_buckets = 0;
   double sender_cpu_seconds = 0;  // rank 0's process CPU time during the Send
+  Transport transport = Transport::kGloo;  // the one the group used
 };
 
 absl::StatusOr<SyncFigures> MeasureSync(const std::string& set, const Manifest& manifest,
                                         const TensorMap& params, int receivers, int iterations,
-                                        int64_t bucket_bytes) {
+                                        int64_t bucket_bytes, Transport transport) {
   const int port = testing::FreeLoopbackPort();
   const std::string manifest_path =
       absl::StrCat("/tmp/bench_weight_sync_", getpid(), "_", set, ".manifest");
   std::ofstream(manifest_path) << EncodeManifest(manifest);
-  const std::string group = absl::StrCat(set, "-", receivers);
+  const std::string group = absl::StrCat(set, "-", receivers, "-", TransportName(transport));
   std::vector<std::unique_ptr<testing::ChildProcess>> peers;
   for (int r = 1; r <= receivers; ++r) {
     peers.push_back(std::make_unique<testing::ChildProcess>(std::vector<std::string>{
         "/proc/self/exe", "--peer", "--port=" + std::to_string(port), "--rank=" + std::to_string(r),
         "--world_size=" + std::to_string(receivers + 1), "--group=" + group,
         "--manifest=" + manifest_path, "--iterations=" + std::to_string(iterations + 1),
-        "--bucket_bytes=" + std::to_string(bucket_bytes)}));
+        "--bucket_bytes=" + std::to_string(bucket_bytes),
+        std::string("--transport=") + TransportName(transport)}));
   }
   GroupOptions options;
   options.store_port = port;
@@ -136,6 +144,7 @@ absl::StatusOr<SyncFigures> MeasureSync(const std::string& set, const Manifest& 
   options.group_name = group;
   options.bucket_bytes = bucket_bytes;
   options.timeout = std::chrono::milliseconds(120000);
+  options.transport = transport;
   absl::StatusOr<std::unique_ptr<WeightSyncGroup>> sender =
       WeightSyncGroup::Join(options, manifest);
   if (!sender.ok()) return sender.status();
@@ -157,7 +166,8 @@ absl::StatusOr<SyncFigures> MeasureSync(const std::string& set, const Manifest& 
     }
   }
   std::remove(manifest_path.c_str());
-  return SyncFigures{Median(times), (*sender)->num_buckets(), Median(cpu_times)};
+  return SyncFigures{Median(times), (*sender)->num_buckets(), Median(cpu_times),
+                     (*sender)->transport()};
 }
 
 int RunPeer(const GroupOptions& base_options, const std::string& manifest_path, int iterations) {
@@ -281,7 +291,7 @@ absl::StatusOr<SwapFigures> MeasureSwapStall(NumericMode mode) {
     const double swap_step_ms = Seconds(start) * 1e3;
     const double swap_step_cpu_ms = ThreadCpuMs() - cpu_start;
     released->tensors.clear();  // the old weights go away off the engine's clock, as in the loop
-    released->packs.clear();
+    // (whatever else ReleasedWeights holds goes with `released` at the end of this iteration)
     const double step_ms = Median(normal);
     std::fprintf(
         stderr,
@@ -310,30 +320,45 @@ int Main(int argc, char** argv) {
   bool peer = false;
   GroupOptions peer_options;
   std::string manifest_path;
+  std::string peer_transport = "auto";
   app.add_option("--json", json_path, "Write results as JSON here");
   app.add_option("--iterations", iterations, "Timed broadcasts per case (after one warm-up)");
   app.add_option("--bucket_bytes", bucket_bytes, "Bucket size")->capture_default_str();
   app.add_flag("--skip-large", skip_large, "Only the base preset");
+  bool skip_swap = false;
+  app.add_flag("--skip-swap", skip_swap, "Skip the hot-swap stall measurement");
   app.add_flag("--peer", peer)->group("");
   app.add_option("--port", peer_options.store_port)->group("");
   app.add_option("--rank", peer_options.rank)->group("");
   app.add_option("--world_size", peer_options.world_size)->group("");
   app.add_option("--group", peer_options.group_name)->group("");
   app.add_option("--manifest", manifest_path)->group("");
+  app.add_option("--transport", peer_transport)->group("");
   CLI11_PARSE(app, argc, argv);
   if (peer) {
     peer_options.bucket_bytes = bucket_bytes;
     peer_options.timeout = std::chrono::milliseconds(120000);
+    absl::StatusOr<Transport> transport = ParseTransport(peer_transport);
+    if (!transport.ok()) return 3;
+    peer_options.transport = *transport;
     return RunPeer(peer_options, manifest_path, iterations);
   }
 
   SetComputeThreads(1);  // one engine thread; keeps Debian's OpenBLAS from spinning a pool
   nlohmann::json json = {{"bucket_bytes", bucket_bytes}, {"iterations", iterations}};
-  std::printf("bench_weight_sync: loopback Gloo, bucket %lld MiB, median of %d\n",
-              static_cast<long long>(bucket_bytes >> 20), iterations);
-  std::printf("  %-24s %9s %10s %9s %9s %10s %9s %8s %9s\n", "set", "receivers", "MB", "buckets",
-              "sync s", "sync GB/s", "memcpy s", "ratio", "cpu0 s");
-  double headline_gbps = 1e30, headline_ratio = 0;
+  std::printf(
+      "bench_weight_sync: one host, transports auto (default) and gloo (loopback TCP), bucket "
+      "%lld MiB, median of %d\n",
+      static_cast<long long>(bucket_bytes >> 20), iterations);
+  std::printf("  %-16s %9s %-9s %8s %8s %9s %10s %9s %8s %9s\n", "set", "receivers", "transport",
+              "MB", "buckets", "sync s", "sync GB/s", "memcpy s", "ratio", "cpu0 s");
+  // Headlines per (transport asked for, receivers): the worst set.
+  struct Headline {
+    double gbps = 1e30;
+    double ratio = 0;
+  };
+  std::map<std::pair<Transport, int>, Headline> headlines;
+  std::string default_transport;
   std::vector<std::pair<std::string, Manifest>> sets = {{"base", BaseManifest()}};
   if (!skip_large) sets.push_back({"synthetic_500m", LargeManifest()});
   for (const auto& [set, manifest] : sets) {
@@ -341,40 +366,54 @@ int Main(int argc, char** argv) {
     const int64_t bytes = manifest.num_elements() * 4;
     const double memcpy_seconds = MemcpySeconds(params, bytes, iterations);
     for (int receivers : {1, 2}) {
-      absl::StatusOr<SyncFigures> sync =
-          MeasureSync(set, manifest, params, receivers, iterations, bucket_bytes);
-      if (!sync.ok()) {
-        std::fprintf(stderr, "%s x%d: %s\n", set.c_str(), receivers,
-                     sync.status().ToString().c_str());
-        return 1;
-      }
-      const double gbps = bytes / sync->seconds / 1e9;
-      const double ratio = sync->seconds / memcpy_seconds;
-      std::printf("  %-24s %9d %10.1f %9lld %9.3f %10.2f %9.3f %8.2f %9.3f\n", set.c_str(),
-                  receivers, bytes / 1e6, static_cast<long long>(sync->num_buckets), sync->seconds,
-                  gbps, memcpy_seconds, ratio, sync->sender_cpu_seconds);
-      json["cases"].push_back({{"set", set},
-                               {"parameters", manifest.num_elements()},
-                               {"bytes", bytes},
-                               {"receivers", receivers},
-                               {"buckets", sync->num_buckets},
-                               {"sync_seconds", sync->seconds},
-                               {"sync_gbps", gbps},
-                               {"memcpy_seconds", memcpy_seconds},
-                               {"memcpy_gbps", bytes / memcpy_seconds / 1e9},
-                               {"sync_vs_memcpy", ratio},
-                               {"sender_cpu_seconds", sync->sender_cpu_seconds}});
-      if (receivers == 1) {
-        headline_gbps = std::min(headline_gbps, gbps);
-        headline_ratio = std::max(headline_ratio, ratio);
+      for (Transport transport : {Transport::kAuto, Transport::kGloo}) {
+        absl::StatusOr<SyncFigures> sync = MeasureSync(set, manifest, params, receivers,
+                                                       iterations, bucket_bytes, transport);
+        if (!sync.ok()) {
+          std::fprintf(stderr, "%s x%d (%s): %s\n", set.c_str(), receivers,
+                       TransportName(transport), sync.status().ToString().c_str());
+          return 1;
+        }
+        const double gbps = bytes / sync->seconds / 1e9;
+        const double ratio = sync->seconds / memcpy_seconds;
+        const std::string used = TransportName(sync->transport);
+        if (transport == Transport::kAuto) default_transport = used;
+        const std::string label =
+            transport == Transport::kAuto ? "auto:" + used : std::string(used);
+        std::printf("  %-16s %9d %-9s %8.1f %8lld %9.3f %10.2f %9.3f %8.2f %9.3f\n", set.c_str(),
+                    receivers, label.c_str(), bytes / 1e6,
+                    static_cast<long long>(sync->num_buckets), sync->seconds, gbps,
+                    memcpy_seconds, ratio, sync->sender_cpu_seconds);
+        json["cases"].push_back({{"set", set},
+                                 {"parameters", manifest.num_elements()},
+                                 {"bytes", bytes},
+                                 {"receivers", receivers},
+                                 {"transport_requested", TransportName(transport)},
+                                 {"transport", used},
+                                 {"buckets", sync->num_buckets},
+                                 {"sync_seconds", sync->seconds},
+                                 {"sync_gbps", gbps},
+                                 {"memcpy_seconds", memcpy_seconds},
+                                 {"memcpy_gbps", bytes / memcpy_seconds / 1e9},
+                                 {"sync_vs_memcpy", ratio},
+                                 {"sender_cpu_seconds", sync->sender_cpu_seconds}});
+        Headline& headline = headlines[{transport, receivers}];
+        headline.gbps = std::min(headline.gbps, gbps);
+        headline.ratio = std::max(headline.ratio, ratio);
       }
     }
   }
-  // Headline: the worst one-receiver case.
-  json["sync_gbps"] = headline_gbps;
-  json["sync_vs_memcpy"] = headline_ratio;
+  // Headlines: the worst set per transport and receiver count.
+  json["transport"] = default_transport;
+  for (const auto& [key, headline] : headlines) {
+    const std::string suffix = absl::StrCat(key.first == Transport::kGloo ? "_gloo" : "",
+                                            key.second == 2 ? "_2recv" : "");
+    json["sync_gbps" + suffix] = headline.gbps;
+    json["sync_vs_memcpy" + suffix] = headline.ratio;
+  }
   double worst_stall_ms = 0;
   for (NumericMode mode : {NumericMode::kFast, NumericMode::kBatchInvariant}) {
+    if (skip_swap) break;
     const std::string name = NumericModeName(mode);
     absl::StatusOr<SwapFigures> swap = MeasureSwapStall(mode);
     if (!swap.ok()) {
@@ -394,10 +433,19 @@ int Main(int argc, char** argv) {
     worst_stall_ms = std::max(worst_stall_ms, swap->stall_ms);
   }
   // Headline: the worse mode.
-  json["swap_pause_ms"] = worst_stall_ms;
-  std::printf("  worst 1-receiver case: %.2f GB/s, sync/memcpy %.2f (target <= 3)\n", headline_gbps,
-              headline_ratio);
-  std::printf("  swap pause (base preset, worse mode): %.1f ms (target <= 50)\n", worst_stall_ms);
+  if (!skip_swap) json["swap_pause_ms"] = worst_stall_ms;
+  for (int receivers : {1, 2}) {
+    const Headline& shared = headlines[{Transport::kAuto, receivers}];
+    const Headline& gloo = headlines[{Transport::kGloo, receivers}];
+    std::printf(
+        "  worst %d-receiver case: default (%s) %.2f GB/s, sync/memcpy %.2f; gloo %.2f GB/s, "
+        "sync/memcpy %.2f%s\n",
+        receivers, default_transport.c_str(), shared.gbps, shared.ratio, gloo.gbps, gloo.ratio,
+        receivers == 1 ? " (target <= 3)" : "");
+  }
+  if (!skip_swap) {
+    std::printf("  swap pause (base preset, worse mode): %.1f ms (target <= 50)\n", worst_stall_ms);
+  }
   if (!json_path.empty()) {
     std::ofstream(json_path) << json.dump(2) << "\n";
     std::printf("wrote %s\n", json_path.c_str());

@@ -1,7 +1,8 @@
 // A receiver rank for the multi-process weight-sync tests. For each group name in --groups it
 // joins the group, receives versions --first_version.. (--receives of them), checks every tensor
 // bit-for-bit against SyntheticParams(--seed + version) and prints one line per event:
-//   STARTED   JOINED <group>   RECEIVED <version>   ERROR <group> <code>: <message>
+//   STARTED   JOINED <group> <transport>   RECEIVED <version>   ERROR <group> <code>: <message>
+// --transport picks the transport (auto, gloo, shm); --fake_host makes it claim another host.
 // With --stall it joins the first group, prints JOINED and then sleeps (a hung generator).
 // Exit code: 0 when every group succeeded, 1 on a bit mismatch, 2 when some group failed.
 #include <unistd.h>
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
   int64_t first_version = 1;
   int receives = 1;
   bool stall = false;
+  std::string transport = "auto";
+  std::string fake_host;
   app.add_option("--port", options.store_port)->required();
   app.add_option("--rank", options.rank)->required();
   app.add_option("--world_size", options.world_size)->required();
@@ -43,7 +46,16 @@ int main(int argc, char** argv) {
   app.add_option("--receives", receives);
   app.add_flag("--verify", options.verify);
   app.add_flag("--stall", stall);
+  app.add_option("--transport", transport, "auto, gloo or shm");
+  app.add_option("--fake_host", fake_host, "Pretend to run on this host (another host's rank)");
   CLI11_PARSE(app, argc, argv);
+  absl::StatusOr<ws::Transport> parsed = ws::ParseTransport(transport);
+  if (!parsed.ok()) {
+    std::printf("ERROR %s\n", parsed.status().ToString().c_str());
+    return 2;
+  }
+  options.transport = *parsed;
+  if (!fake_host.empty()) setenv("LOCKSTEP_WEIGHT_SYNC_HOST", fake_host.c_str(), 1);
   options.timeout = std::chrono::milliseconds(timeout_ms);
   const torch::Dtype dtype = dtype_name == "bfloat16" ? torch::kBFloat16 : torch::kFloat32;
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -62,7 +74,7 @@ int main(int argc, char** argv) {
       exit_code = 2;
       continue;
     }
-    std::printf("JOINED %s\n", group.c_str());
+    std::printf("JOINED %s %s\n", group.c_str(), ws::TransportName((*joined)->transport()));
     if (stall) {
       while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
