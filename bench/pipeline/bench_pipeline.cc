@@ -18,6 +18,8 @@
 //   generate_s0, train_s0     S = 0: mean seconds per step generating / training
 //   generate_vs_train_s0      their ratio; comparable = within a factor 1.5
 //   target                    "met", "missed" or "not comparable" (the job was not balanced)
+//   cores_used_s0, _s2        CPU time of the job's processes / wall time, whole runs: on a
+//                             shared machine, whether the overlap got any extra CPU at all
 // plus each S's time split, the S = 2 staleness histogram and the load average.
 // S = 0 and S = 2 runs alternate `--repeats` times (the load of a shared machine changes within
 // minutes; a single S = 0 run followed by a single S = 2 run measured 0.38 and 1.16 on the same
@@ -27,9 +29,11 @@
 //
 //   bench_pipeline [--lockstep PATH] [--steps 12] [--warmup 2] [--cooldown 2] [--repeats 2]
 //                  [--json FILE]
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -87,6 +91,9 @@ struct RunFigures {
   double gen_tokens = 0, train_tokens = 0;
   std::map<std::string, int64_t> ages;  // staleness histogram of the measured steps
   int steps = 0;
+  // The whole `lockstep run` (startup and evaluation included): wall time and the CPU time of
+  // its process tree (orchestrator, trainer, generator).
+  double run_wall_seconds = 0, run_cpu_seconds = 0;
 };
 
 std::string ReadLoadAverage() {
@@ -96,7 +103,11 @@ std::string ReadLoadAverage() {
   return line;
 }
 
-int RunJob(const std::string& lockstep, const std::vector<std::string>& args, const fs::path& log) {
+// Runs `lockstep args...` with output to `log`; returns its exit code, and the wall and CPU
+// seconds (user + system, its waited-for descendants included) it took.
+int RunJob(const std::string& lockstep, const std::vector<std::string>& args, const fs::path& log,
+           double* wall_seconds, double* cpu_seconds) {
+  const auto start = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid == 0) {
     FILE* out = std::fopen(log.c_str(), "w");
@@ -111,7 +122,15 @@ int RunJob(const std::string& lockstep, const std::vector<std::string>& args, co
     _exit(127);
   }
   int status = 0;
+  struct rusage before {};
+  getrusage(RUSAGE_CHILDREN, &before);
   waitpid(pid, &status, 0);
+  struct rusage after {};
+  getrusage(RUSAGE_CHILDREN, &after);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  *cpu_seconds = seconds(after.ru_utime) - seconds(before.ru_utime) + seconds(after.ru_stime) -
+                 seconds(before.ru_stime);
+  *wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
@@ -123,7 +142,7 @@ bool Measure(const std::string& lockstep, const fs::path& root, int staleness, i
       {"run", (root / "job.toml").string(), "--name", name, "--set",
        "job.output_root=\"" + root.string() + "\"", "--set", "job.steps=" + std::to_string(steps),
        "--set", "async.max_staleness=" + std::to_string(staleness)},
-      root / (name + ".log"));
+      root / (name + ".log"), &figures->run_wall_seconds, &figures->run_cpu_seconds);
   if (rc != 0) {
     std::fprintf(stderr, "bench_pipeline: %s run failed (S=%d, exit %d), log %s\n",
                  lockstep.c_str(), staleness, rc, (root / (name + ".log")).c_str());
@@ -180,6 +199,8 @@ RunFigures Pool(const std::vector<RunFigures>& runs) {
     pooled.gen_tokens += w * f.gen_tokens;
     pooled.train_tokens += w * f.train_tokens;
     for (const auto& [age, count] : f.ages) pooled.ages[age] += count;
+    pooled.run_wall_seconds += f.run_wall_seconds;
+    pooled.run_cpu_seconds += f.run_cpu_seconds;
   }
   return pooled;
 }
@@ -195,6 +216,9 @@ nlohmann::json SplitJson(const RunFigures& f) {
           {"gen_tokens", f.gen_tokens},
           {"train_tokens", f.train_tokens},
           {"staleness", f.ages},
+          {"run_wall_s", f.run_wall_seconds},
+          {"run_cpu_s", f.run_cpu_seconds},
+          {"cores_used", f.run_cpu_seconds / f.run_wall_seconds},
           {"steps_measured", f.steps}};
 }
 
@@ -289,6 +313,12 @@ int main(int argc, char** argv) {
       balance, sync_run.generate, sync_run.train, kComparableFactor, comparable ? "yes" : "NO");
   std::printf("async_vs_sync_step_time = %.3f (target <= %.1f): %s; per run pair: %s\n", ratio,
               kTarget, verdict, pairs.c_str());
+  const double cores_s0 = sync_run.run_cpu_seconds / sync_run.run_wall_seconds;
+  const double cores_s2 = async_run.run_cpu_seconds / async_run.run_wall_seconds;
+  std::printf(
+      "CPU cores the job's processes got (whole runs): S=0 %.2f, S=2 %.2f (overlap can "
+      "only pay off if S=2 gets more)\n",
+      cores_s0, cores_s2);
   std::printf("load average: start %s, end %s\n", load_start.c_str(), load_end.c_str());
   if (!json_path.empty()) {
     nlohmann::json out = {{"async_vs_sync_step_time", ratio},
@@ -299,6 +329,8 @@ int main(int argc, char** argv) {
                           {"train_s0", sync_run.train},
                           {"generate_vs_train_s0", balance},
                           {"comparable", comparable},
+                          {"cores_used_s0", cores_s0},
+                          {"cores_used_s2", cores_s2},
                           {"comparable_factor", kComparableFactor},
                           {"target", verdict},
                           {"target_bound", kTarget},
