@@ -44,7 +44,7 @@ const std::map<std::string, std::vector<std::string>>& KnownKeys() {
       {"parity", {"mode"}},
       {"checkpointing", {"every", "keep_last"}},
       {"logging", {"progress", "level"}},
-      {"weight_sync", {"bucket_mb", "timeout_ms", "verify"}},
+      {"weight_sync", {"bucket_mb", "timeout_ms", "verify", "transport"}},
   };
   return *known;
 }
@@ -446,6 +446,7 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
     r.Int("bucket_mb", &config->weight_sync.bucket_mb);
     r.Int("timeout_ms", &config->weight_sync.timeout_ms);
     r.Bool("verify", &config->weight_sync.verify);
+    r.String("transport", &config->weight_sync.transport);
     r.CheckUnknownKeys();
   }
 

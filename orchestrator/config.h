@@ -171,6 +171,7 @@ struct WeightSyncSection {
   int64_t bucket_mb = 64;
   int64_t timeout_ms = 60000;
   bool verify = true;  // compare a checksum of the received weights on every generator
+  std::string transport = "auto";  // "auto" (shared memory on one host) | "gloo" | "shm"
 };
 
 struct JobConfig {

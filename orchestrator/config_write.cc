@@ -147,7 +147,8 @@ toml::table ToToml(const JobConfig& c) {
       {"logging", toml::table{{"progress", c.logging.progress}, {"level", c.logging.level}}},
       {"weight_sync", toml::table{{"bucket_mb", c.weight_sync.bucket_mb},
                                   {"timeout_ms", c.weight_sync.timeout_ms},
-                                  {"verify", c.weight_sync.verify}}},
+                                  {"verify", c.weight_sync.verify},
+                                  {"transport", c.weight_sync.transport}}},
   };
 }
 

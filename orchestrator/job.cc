@@ -324,6 +324,10 @@ absl::Status Job::StartServices(const std::string& resume_checkpoint) {
   group.timeout_ms = config_.weight_sync.timeout_ms;
   group.bucket_bytes = config_.weight_sync.bucket_mb << 20;
   group.verify = config_.weight_sync.verify;
+  group.transport = config_.weight_sync.transport == "gloo" ? v1::WEIGHT_SYNC_TRANSPORT_GLOO
+                    : config_.weight_sync.transport == "shm"
+                        ? v1::WEIGHT_SYNC_TRANSPORT_SHARED_MEMORY
+                        : v1::WEIGHT_SYNC_TRANSPORT_AUTO;
   absl::StatusOr<v1::JoinWeightSyncResponse> joined =
       FormWeightSyncGroup(*trainer_, generators_, group);
   if (!joined.ok()) return joined.status();

@@ -184,6 +184,7 @@ grpc::ServerUnaryReactor* TrainerService::JoinWeightSync(grpc::CallbackServerCon
     group_options.bucket_bytes =
         request->bucket_bytes() == 0 ? kDefaultSyncBucketBytes : request->bucket_bytes();
     group_options.verify = request->verify();
+    group_options.transport = static_cast<weight_sync::Transport>(request->transport());
     absl::Status valid = group_options.Validate();
     if (!valid.ok()) return valid;
     sync_group_.reset();  // leave the old group (if any) before re-forming
