@@ -108,7 +108,8 @@ class WeightSyncGroup {
 
   // Rank 0 only: broadcasts `params` (any floating dtype, sent as fp32) as `version`. `params`
   // must match the manifest (InvalidArgument naming the tensor otherwise, before anything is
-  // sent). Returns after the last bucket (and the verification) completed on this rank.
+  // sent). Returns after the last bucket (and the verification) completed on this rank; on
+  // shared memory, once every receiver has copied the last bucket out.
   absl::Status Send(const TensorMap& params, int64_t version);
 
   // Ranks >= 1: receives the next broadcast into CPU tensors of `dtype`, one per manifest entry
