@@ -22,8 +22,8 @@
 namespace lockstep::weight_sync {
 namespace {
 
-constexpr int64_t kLine = 64;     // one counter per cache line
-constexpr int64_t kPage = 4096;   // slots start on page boundaries
+constexpr int64_t kLine = 64;                        // one counter per cache line
+constexpr int64_t kPage = 4096;                      // slots start on page boundaries
 constexpr uint64_t kMagic = 0x6c6b7374'77730001ull;  // "lkstws", layout version 1
 constexpr auto kWakeInterval = std::chrono::milliseconds(100);
 
@@ -40,9 +40,7 @@ int64_t RoundUp(int64_t value, int64_t multiple) {
 int64_t HeaderBytes(int world_size) { return RoundUp(kLine * (2 + world_size), kPage); }
 
 // True iff `value` >= `target` modulo 2^32 (sequences wrap).
-bool Reached(uint32_t value, uint32_t target) {
-  return static_cast<int32_t>(value - target) >= 0;
-}
+bool Reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
 
 uint32_t Load(const uint32_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 
@@ -83,8 +81,8 @@ std::string HostIdentity() {
 std::string SharedMemoryName(const std::string& group_name, uint64_t nonce) {
   std::string group;
   for (char c : group_name.substr(0, 64)) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                       (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '_' || c == '.';
     group.push_back(plain ? c : '_');
   }
   char hex[17];

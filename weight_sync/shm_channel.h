@@ -55,8 +55,7 @@ class ShmBucketChannel {
   // Receivers: maps the object rank 0 created; FailedPrecondition when its layout differs,
   // Unavailable when it cannot be opened (e.g. another /dev/shm).
   static absl::StatusOr<std::unique_ptr<ShmBucketChannel>> Open(const std::string& name,
-                                                                int world_size,
-                                                                int64_t slot_bytes);
+                                                                int world_size, int64_t slot_bytes);
   // Removes the name (not the memory of existing mappings). A missing name is fine.
   static void Unlink(const std::string& name);
 

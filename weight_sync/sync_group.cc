@@ -111,18 +111,19 @@ absl::StatusOr<std::unique_ptr<ShmBucketChannel>> SetUpSharedMemory(const GroupO
         try {
           store.wait(keys, options.timeout);
         } catch (const std::exception& e) {
-          return absl::DeadlineExceededError(absl::StrCat(
-              where, ": not every rank mapped the shared-memory segment within ",
-              options.timeout.count(), " ms (a peer left during the rendezvous)"));
+          return absl::DeadlineExceededError(
+              absl::StrCat(where, ": not every rank mapped the shared-memory segment within ",
+                           options.timeout.count(), " ms (a peer left during the rendezvous)"));
         }
         ShmBucketChannel::Unlink(name);  // every rank has it mapped: nothing stays in /dev/shm
         decision = "shm";
         for (int r = 1; r < options.world_size; ++r) {
           const std::string mapped = FromBytes(store.get(MappedKey(r)));
           if (mapped == "ok") continue;
-          decision = required ? absl::StrCat("rank ", r, " cannot map rank 0's shared memory: ",
-                                             mapped, "; use transport=auto or gloo")
-                              : "gloo";
+          decision = required
+                         ? absl::StrCat("rank ", r, " cannot map rank 0's shared memory: ", mapped,
+                                        "; use transport=auto or gloo")
+                         : "gloo";
           break;
         }
       }
@@ -141,9 +142,9 @@ absl::StatusOr<std::unique_ptr<ShmBucketChannel>> SetUpSharedMemory(const GroupO
       decision = FromBytes(store.get(kShmUseKey));
     }
   } catch (const std::exception& e) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        where, ": the shared-memory rendezvous did not finish within ", options.timeout.count(),
-        " ms: ", ErrorText(e)));
+    return absl::DeadlineExceededError(
+        absl::StrCat(where, ": the shared-memory rendezvous did not finish within ",
+                     options.timeout.count(), " ms: ", ErrorText(e)));
   }
   if (decision == "shm") return channel;
   if (decision == "gloo") return std::unique_ptr<ShmBucketChannel>();
@@ -312,15 +313,15 @@ absl::StatusOr<std::unique_ptr<WeightSyncGroup>> WeightSyncGroup::Join(const Gro
     if (hosts[r] != hosts[0]) {
       same_host = false;
       if (options.transport == Transport::kSharedMemory) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            where, ": transport=shm needs every rank on one host, but rank 0 is on '",
-            HostName(hosts[0]), "' and rank ", r, " on '", HostName(hosts[r]),
-            "' (or another boot); use transport=auto or gloo"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(where, ": transport=shm needs every rank on one host, but rank 0 is on '",
+                         HostName(hosts[0]), "' and rank ", r, " on '", HostName(hosts[r]),
+                         "' (or another boot); use transport=auto or gloo"));
       }
     }
   }
-  const bool try_shared = options.transport != Transport::kGloo && same_host &&
-                          options.world_size > 1;
+  const bool try_shared =
+      options.transport != Transport::kGloo && same_host && options.world_size > 1;
 
   // 3. The process group (its own rendezvous through the same prefixed store).
   try {
@@ -381,8 +382,8 @@ absl::Status WeightSyncGroup::Fail(absl::Status status) {
 
 absl::Status WeightSyncGroup::FailShared(absl::Status status, const std::string& what) {
   const std::string message =
-      absl::StrCat("weight-sync group '", options_.group_name, "' rank ", options_.rank, ": ",
-                   what, " (shared memory) failed: ", status.message());
+      absl::StrCat("weight-sync group '", options_.group_name, "' rank ", options_.rank, ": ", what,
+                   " (shared memory) failed: ", status.message());
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
     return Fail(absl::DeadlineExceededError(
         absl::StrCat(message, " (no progress within ", options_.timeout.count(), " ms)")));
@@ -436,8 +437,8 @@ absl::Status WeightSyncGroup::SendShared(const std::vector<torch::Tensor>& flat,
     }
     bucket_end.push_back(count);
     if (options_.verify) {
-      hashes.push_back(static_cast<int64_t>(
-          BucketHash(slot, static_cast<size_t>(bucket.num_elements) * 4)));
+      hashes.push_back(
+          static_cast<int64_t>(BucketHash(slot, static_cast<size_t>(bucket.num_elements) * 4)));
     }
   }
   next_sequence_ = count;
@@ -477,8 +478,8 @@ absl::Status WeightSyncGroup::ReceiveShared(torch::Dtype dtype, TensorMap& recei
         std::memcpy(flat.data_ptr<float>() + bucket.stream_offset + begin, slot + begin,
                     static_cast<size_t>(end - begin) * 4);
       } else {
-        torch::Tensor chunk = torch::from_blob(const_cast<float*>(slot), {bucket.num_elements},
-                                               torch::kFloat32);
+        torch::Tensor chunk =
+            torch::from_blob(const_cast<float*>(slot), {bucket.num_elements}, torch::kFloat32);
         for (const Segment& segment : bucket.segments) {
           const int64_t from = std::max(begin, segment.bucket_offset);
           const int64_t to = std::min(end, segment.bucket_offset + segment.num_elements);
@@ -490,17 +491,17 @@ absl::Status WeightSyncGroup::ReceiveShared(torch::Dtype dtype, TensorMap& recei
         }
         // A cast receiver hashes the fp32 bytes it received, before the slot may be reused.
         if (last && options_.verify) {
-          hashes.push_back(static_cast<int64_t>(
-              BucketHash(slot, static_cast<size_t>(bucket.num_elements) * 4)));
+          hashes.push_back(
+              static_cast<int64_t>(BucketHash(slot, static_cast<size_t>(bucket.num_elements) * 4)));
         }
       }
       channel.Release(options_.rank, ++count);
     }
     if (dtype == torch::kFloat32 && options_.verify) {
       // The hash is of what this rank now holds, not of the slot.
-      hashes.push_back(static_cast<int64_t>(
-          BucketHash(flat.data_ptr<float>() + bucket.stream_offset,
-                     static_cast<size_t>(bucket.num_elements) * 4)));
+      hashes.push_back(
+          static_cast<int64_t>(BucketHash(flat.data_ptr<float>() + bucket.stream_offset,
+                                          static_cast<size_t>(bucket.num_elements) * 4)));
     }
   }
   next_sequence_ = count;

@@ -141,8 +141,7 @@ class WeightSyncGroup {
   // The bucket loops of Send/Receive over shared memory (the header and verification stay on
   // Gloo). `flat` holds the parameters per manifest entry; `hashes` collects bucket hashes.
   absl::Status SendShared(const std::vector<torch::Tensor>& flat, std::vector<int64_t>& hashes);
-  absl::Status ReceiveShared(torch::Dtype dtype, TensorMap& received,
-                             std::vector<int64_t>& hashes);
+  absl::Status ReceiveShared(torch::Dtype dtype, TensorMap& received, std::vector<int64_t>& hashes);
   // A shared-memory wait's failure as the group's error (breaks the group).
   absl::Status FailShared(absl::Status status, const std::string& what);
 

@@ -117,7 +117,7 @@ double MemcpySeconds(const TensorMap& params, int64_t total_bytes, int iteration
 struct SyncFigures {
   double seconds = 0;
   int64_t num_buckets = 0;
-  double sender_cpu_seconds = 0;  // rank 0's process CPU time during the Send
+  double sender_cpu_seconds = 0;           // rank 0's process CPU time during the Send
   Transport transport = Transport::kGloo;  // the one the group used
 };
 
@@ -193,11 +193,11 @@ int RunPeer(const GroupOptions& base_options, const std::string& manifest_path, 
 }
 
 struct SwapFigures {
-  double stall_ms = 0;    // the extra time the swap step took: the generation stall
+  double stall_ms = 0;      // the extra time the swap step took: the generation stall
   double stall_cpu_ms = 0;  // the same in engine-thread CPU time (robust to a loaded machine)
-  double apply_ms = 0;    // ApplyPreparedWeights alone (the pointer swap)
-  double step_ms = 0;     // a normal decode step next to it
-  double prepare_ms = 0;  // PrepareWeights (checks, casts, packing), off the engine thread
+  double apply_ms = 0;      // ApplyPreparedWeights alone (the pointer swap)
+  double step_ms = 0;       // a normal decode step next to it
+  double prepare_ms = 0;    // PrepareWeights (checks, casts, packing), off the engine thread
 };
 
 // The generation stall of a hot swap of the base preset in `mode`, measured the way a user sees
@@ -367,8 +367,8 @@ int Main(int argc, char** argv) {
     const double memcpy_seconds = MemcpySeconds(params, bytes, iterations);
     for (int receivers : {1, 2}) {
       for (Transport transport : {Transport::kAuto, Transport::kGloo}) {
-        absl::StatusOr<SyncFigures> sync = MeasureSync(set, manifest, params, receivers,
-                                                       iterations, bucket_bytes, transport);
+        absl::StatusOr<SyncFigures> sync =
+            MeasureSync(set, manifest, params, receivers, iterations, bucket_bytes, transport);
         if (!sync.ok()) {
           std::fprintf(stderr, "%s x%d (%s): %s\n", set.c_str(), receivers,
                        TransportName(transport), sync.status().ToString().c_str());
@@ -382,8 +382,8 @@ int Main(int argc, char** argv) {
             transport == Transport::kAuto ? "auto:" + used : std::string(used);
         std::printf("  %-16s %9d %-9s %8.1f %8lld %9.3f %10.2f %9.3f %8.2f %9.3f\n", set.c_str(),
                     receivers, label.c_str(), bytes / 1e6,
-                    static_cast<long long>(sync->num_buckets), sync->seconds, gbps,
-                    memcpy_seconds, ratio, sync->sender_cpu_seconds);
+                    static_cast<long long>(sync->num_buckets), sync->seconds, gbps, memcpy_seconds,
+                    ratio, sync->sender_cpu_seconds);
         json["cases"].push_back({{"set", set},
                                  {"parameters", manifest.num_elements()},
                                  {"bytes", bytes},
@@ -406,8 +406,8 @@ int Main(int argc, char** argv) {
   // Headlines: the worst set per transport and receiver count.
   json["transport"] = default_transport;
   for (const auto& [key, headline] : headlines) {
-    const std::string suffix = absl::StrCat(key.first == Transport::kGloo ? "_gloo" : "",
-                                            key.second == 2 ? "_2recv" : "");
+    const std::string suffix =
+        absl::StrCat(key.first == Transport::kGloo ? "_gloo" : "", key.second == 2 ? "_2recv" : "");
     json["sync_gbps" + suffix] = headline.gbps;
     json["sync_vs_memcpy" + suffix] = headline.ratio;
   }

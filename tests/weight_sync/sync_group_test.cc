@@ -5,10 +5,9 @@
 // (a peer that claims another host); and no shared-memory object left in /dev/shm.
 #include "weight_sync/sync_group.h"
 
+#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <dirent.h>
 
 #include <algorithm>
 #include <chrono>
@@ -180,9 +179,8 @@ TEST(WeightSyncGroupTest, AutoUsesSharedMemoryOnOneHostAndLeavesNothingInDevShm)
     options.bucket_bytes = (int64_t{12} << 20) + 4000;
     return options;
   };
-  auto receiver = std::async(std::launch::async, [&] {
-    return WeightSyncGroup::Join(options_for(1), manifest);
-  });
+  auto receiver = std::async(std::launch::async,
+                             [&] { return WeightSyncGroup::Join(options_for(1), manifest); });
   absl::StatusOr<std::unique_ptr<WeightSyncGroup>> sender =
       WeightSyncGroup::Join(options_for(0), manifest);
   absl::StatusOr<std::unique_ptr<WeightSyncGroup>> other = receiver.get();
@@ -194,7 +192,8 @@ TEST(WeightSyncGroupTest, AutoUsesSharedMemoryOnOneHostAndLeavesNothingInDevShm)
   EXPECT_THAT(ShmLeftovers("inproc-auto"), ::testing::IsEmpty());
   for (int64_t version = 1; version <= 3; ++version) {
     const torch::Dtype dtype = version == 2 ? torch::kBFloat16 : torch::kFloat32;
-    auto received = std::async(std::launch::async, [&] { return (*other)->Receive(version, dtype); });
+    auto received =
+        std::async(std::launch::async, [&] { return (*other)->Receive(version, dtype); });
     testing::SyntheticSpec versioned = spec;
     versioned.seed += version;
     const TensorMap params = testing::SyntheticParams(versioned);
@@ -380,8 +379,7 @@ TEST_P(WeightSyncProcessTest, WrongVersionIsReportedAndTheGroupStaysUsable) {
   const std::string group_name = Group("versions");
   const testing::SyntheticSpec spec{.num_layers = 2, .width = 16, .seed = 5};
   // The peer expects versions 3 and 4; the sender sends 7 (refused) and then 4.
-  ChildProcess peer(
-      PeerArgs(port, 1, 2, group_name, spec, 4 * 256, "float32", 3, 2, requested()));
+  ChildProcess peer(PeerArgs(port, 1, 2, group_name, spec, 4 * 256, "float32", 3, 2, requested()));
   ASSERT_EQ(peer.ReadLine(milliseconds(30000)), "STARTED");
   GroupOptions options = LoopbackOptions(port, 0, 2, group_name, milliseconds(10000));
   options.bucket_bytes = 4 * 256;
@@ -411,8 +409,8 @@ TEST_P(WeightSyncProcessTest, KilledReceiverFailsEverySurvivorWithinTheTimeoutTh
   stall_args.push_back("--stall");
   ChildProcess stalled(stall_args);
   // The survivor: fails in group "before", then joins "after" and receives version 1 there.
-  ChildProcess survivor(PeerArgs(port, 2, 3, before + "," + after, spec, bucket_bytes, "float32",
-                                 1, 1, requested()));
+  ChildProcess survivor(
+      PeerArgs(port, 2, 3, before + "," + after, spec, bucket_bytes, "float32", 1, 1, requested()));
   // The replacement rank 1 for the re-formed group "after", started now because process start-up
   // is slow here; it waits in the rendezvous of "after" (its own timeout is generous).
   std::vector<std::string> fresh_args =
@@ -507,7 +505,8 @@ TEST(WeightSyncHostsTest, AnotherHostUsesGlooUnderAutoAndIsRefusedUnderShm) {
                         HasSubstr("rank 1 on 'elsewhere'")));
       const std::optional<std::string> error = peer.ReadLine(milliseconds(5000));
       ASSERT_TRUE(error.has_value()) << peer.output();
-      EXPECT_THAT(*error, AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("rank 1 on 'elsewhere'")));
+      EXPECT_THAT(*error,
+                  AllOf(HasSubstr("FAILED_PRECONDITION"), HasSubstr("rank 1 on 'elsewhere'")));
       EXPECT_EQ(peer.Wait(milliseconds(5000)), 2) << peer.output();
     }
     EXPECT_THAT(ShmLeftovers(group_name), ::testing::IsEmpty());
