@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
+#include "trainer/caching_cpu_allocator.h"
 #include "trainer/checkpoint_manager.h"
 #include "trainer/losses.h"
 #include "trainer/lr_schedule.h"
@@ -102,6 +103,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(std::shared_ptr<Transfo
       options.max_sequence_length > model->config().max_position_embeddings) {
     options.max_sequence_length = model->config().max_position_embeddings;
   }
+  // Each step's large temporaries reuse the previous step's memory instead of faulting in
+  // fresh pages (caching_cpu_allocator.h).
+  InstallCachingCpuAllocator();
   std::unique_ptr<Trainer> trainer(new Trainer(model, std::move(options), reducer));
   AdamWOptions adam;
   adam.beta1 = trainer->options_.beta1;

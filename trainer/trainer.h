@@ -107,6 +107,7 @@ class Trainer {
   // options.mode). `reducer` (not owned, may be null) must outlive the trainer. When
   // options.kl_coef > 0 a frozen copy of the current weights is kept as the KL reference.
   // Errors: InvalidArgument for invalid options or a model that does not match them.
+  // Side effect: installs the caching CPU allocator for the process (caching_cpu_allocator.h).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(std::shared_ptr<Transformer> model,
                                                          TrainerOptions options,
                                                          GradientReducer* reducer = nullptr);

@@ -1,13 +1,16 @@
 // bench_trainer: training throughput of the trainer library (forward + backward + AdamW per
 // step) in batch-invariant and fast modes, with the LibTorch GEMM rate measured in the same run.
 //   build/bench/bench_trainer [--preset base] [--json FILE] [--steps 2] [--warmup 1]
-//       [--micro-batch-tokens 4096] [--seq 512] [--threads 0]
+//       [--micro-batch-tokens 4096] [--seq 512] [--threads 0] [--modes both]
 // Each step is one packed micro-batch of --micro-batch-tokens tokens (sequences of --seq tokens,
 // a quarter prompt, the rest completion). Achieved GFLOP/s = 6 x parameters x tokens / time.
 // JSON keys: tokens_per_s_fast, tokens_per_s_batch_invariant, gflops_*, blas_gflops, bi_vs_fast
 // (batch-invariant / fast tokens per second), mfu_vs_blas (fast-mode GFLOP/s / BLAS GFLOP/s)
 // and mfu_vs_blas_batch_invariant.
+#include <sys/resource.h>
+
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -16,14 +19,29 @@
 #include "CLI/CLI.hpp"
 #include "bench/model/throughput.h"
 #include "model/checkpoint.h"
+#include "model/compute_threads.h"
 #include "nlohmann/json.hpp"
 #include "trainer/trainer.h"
 
 namespace lockstep::bench {
 namespace {
 
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+int64_t MinorPageFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
 struct ModeResult {
   double seconds_per_step = 0;  // fastest timed step
+  double cpu_seconds_per_step = 0;  // process CPU time of the fastest-CPU timed step
+  int64_t page_faults_per_step = 0;  // minor page faults of that step (fresh memory)
   double tokens_per_s = 0;
   double gflops = 0;
   double loss = 0;
@@ -69,21 +87,31 @@ absl::StatusOr<ModeResult> RunMode(const ModelConfig& config, NumericMode mode,
   const int64_t tokens = num_sequences * seq_len;
   ModeResult result;
   result.seconds_per_step = 1e30;
+  result.cpu_seconds_per_step = 1e30;
   for (int i = 0; i < warmup + steps; ++i) {
     std::vector<trainer::Rollout> batch =
         MakeBatch(num_sequences, seq_len, config.vocab_size, (*trainer)->weight_version(), i);
     const auto start = std::chrono::steady_clock::now();
+    const double cpu_start = ProcessCpuSeconds();
+    const int64_t faults_start = MinorPageFaults();
     absl::StatusOr<trainer::StepMetrics> metrics = (*trainer)->TrainStep(batch);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
+    const int64_t faults = MinorPageFaults() - faults_start;
     if (!metrics.ok()) return metrics.status();
     if (metrics->micro_batches != 1) {
       return absl::InternalError("the batch was not packed into one micro-batch");
     }
-    std::printf("    %s step %d%s: %.2f s, loss %.4f\n", NumericModeName(mode), i,
-                i < warmup ? " (warm-up)" : "", seconds, metrics->loss);
+    std::printf("    %s step %d%s: %.2f s (CPU %.2f s, %lld page faults), loss %.4f\n",
+                NumericModeName(mode), i, i < warmup ? " (warm-up)" : "", seconds, cpu_seconds,
+                static_cast<long long>(faults), metrics->loss);
     std::fflush(stdout);
     if (i >= warmup && seconds < result.seconds_per_step) result.seconds_per_step = seconds;
+    if (i >= warmup && cpu_seconds < result.cpu_seconds_per_step) {
+      result.cpu_seconds_per_step = cpu_seconds;
+      result.page_faults_per_step = faults;
+    }
     result.loss = metrics->loss;
   }
   result.tokens_per_s = tokens / result.seconds_per_step;
@@ -93,7 +121,7 @@ absl::StatusOr<ModeResult> RunMode(const ModelConfig& config, NumericMode mode,
 
 int Main(int argc, char** argv) {
   CLI::App app{"bench_trainer: training tokens/s (forward + backward + AdamW), both modes"};
-  std::string preset = "base", json_path;
+  std::string preset = "base", json_path, modes_flag = "both";
   int threads = 0, steps = 2, warmup = 1;
   int64_t micro_batch_tokens = 4096, seq_len = 512;
   double blas_seconds = 2.0;
@@ -107,8 +135,11 @@ int Main(int argc, char** argv) {
   app.add_option("--seq", seq_len, "Tokens per sequence")->capture_default_str();
   app.add_option("--threads", threads, "Intra-op threads (0 = LibTorch default)");
   app.add_option("--blas-seconds", blas_seconds)->capture_default_str();
+  app.add_option("--modes", modes_flag, "both, fast or batch_invariant (one mode: for profiling)")
+      ->check(CLI::IsMember({"both", "fast", "batch_invariant"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (threads > 0) torch::set_num_threads(threads);
+  if (threads > 0) SetComputeThreads(threads);
   if (seq_len <= 0 || micro_batch_tokens < seq_len) {
     std::fprintf(stderr, "error: need 0 < --seq <= --micro-batch-tokens\n");
     return 1;
@@ -133,6 +164,7 @@ int Main(int argc, char** argv) {
   ModeResult results[2];
   const NumericMode modes[2] = {NumericMode::kBatchInvariant, NumericMode::kFast};
   for (int m = 0; m < 2; ++m) {
+    if (modes_flag != "both" && modes_flag != NumericModeName(modes[m])) continue;
     absl::StatusOr<ModeResult> result =
         RunMode(*config, modes[m], micro_batch_tokens, seq_len, warmup, steps);
     if (!result.ok()) {
@@ -149,6 +181,11 @@ int Main(int argc, char** argv) {
   std::printf("  %-40s %12s %12s\n", "", "batch_inv", "fast");
   std::printf("  %-40s %12.3f %12.3f\n", "seconds per step", bi.seconds_per_step,
               fast.seconds_per_step);
+  std::printf("  %-40s %12.3f %12.3f\n", "CPU seconds per step (all threads)",
+              bi.cpu_seconds_per_step, fast.cpu_seconds_per_step);
+  std::printf("  %-40s %12lld %12lld\n", "page faults per step",
+              static_cast<long long>(bi.page_faults_per_step),
+              static_cast<long long>(fast.page_faults_per_step));
   std::printf("  %-40s %12.1f %12.1f\n", "training tokens/s", bi.tokens_per_s, fast.tokens_per_s);
   std::printf("  %-40s %12.1f %12.1f\n", "achieved GFLOP/s (6 N T / t)", bi.gflops, fast.gflops);
   std::printf("  %-40s %12.3f %12.3f\n", "vs BLAS GFLOP/s", mfu_bi, mfu_fast);
@@ -167,6 +204,10 @@ int Main(int argc, char** argv) {
                            {"blas_gflops", blas},
                            {"seconds_per_step_fast", fast.seconds_per_step},
                            {"seconds_per_step_batch_invariant", bi.seconds_per_step},
+                           {"cpu_seconds_per_step_fast", fast.cpu_seconds_per_step},
+                           {"cpu_seconds_per_step_batch_invariant", bi.cpu_seconds_per_step},
+                           {"page_faults_per_step_fast", fast.page_faults_per_step},
+                           {"page_faults_per_step_batch_invariant", bi.page_faults_per_step},
                            {"tokens_per_s_fast", fast.tokens_per_s},
                            {"tokens_per_s_batch_invariant", bi.tokens_per_s},
                            {"gflops_fast", fast.gflops},
