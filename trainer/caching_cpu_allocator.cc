@@ -3,10 +3,12 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <cstdlib>
+#include <list>
 #include <map>
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <vector>
 
 namespace lockstep::trainer {
 namespace {
@@ -54,9 +56,10 @@ class CachingCpuAllocator final : public c10::Allocator {
       // Best fit: the smallest free block that holds the request and wastes at most 25%.
       auto it = free_.lower_bound(size);
       if (it != free_.end() && it->first <= size + size / 4) {
-        void* p = it->second;
+        void* p = it->second->second;
         live_[p] = it->first;
         cached_bytes_ -= it->first;
+        by_age_.erase(it->second);
         free_.erase(it);
         ++hits_;
         return p;
@@ -74,29 +77,50 @@ class CachingCpuAllocator final : public c10::Allocator {
     return p;
   }
 
+  // A returned large block joins the pool; when the pool would pass its limit, the blocks
+  // returned longest ago are freed first (a workload that changed shapes stops holding memory).
   void Release(void* p) const {
     if (p == nullptr) return;
+    std::vector<void*> evicted;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = live_.find(p);
-      if (it != live_.end()) {
+      if (it == live_.end()) {
+        evicted.push_back(p);  // a small block
+      } else {
         const size_t size = it->second;
         live_.erase(it);
-        if (cached_bytes_ + size <= max_cached_bytes_) {
-          free_.emplace(size, p);
+        if (size > max_cached_bytes_) {
+          evicted.push_back(p);
+        } else {
+          while (cached_bytes_ + size > max_cached_bytes_) {
+            const auto& [old_size, old_p] = by_age_.front();
+            auto range = free_.equal_range(old_size);
+            for (auto f = range.first; f != range.second; ++f) {
+              if (f->second == by_age_.begin()) {
+                free_.erase(f);
+                break;
+              }
+            }
+            evicted.push_back(old_p);
+            cached_bytes_ -= old_size;
+            by_age_.pop_front();
+          }
+          by_age_.emplace_back(size, p);
+          free_.emplace(size, std::prev(by_age_.end()));
           cached_bytes_ += size;
-          return;
         }
       }
     }
-    std::free(p);
+    for (void* q : evicted) std::free(q);
   }
 
   void ReleaseCache() const {
-    std::multimap<size_t, void*> blocks;
+    std::list<std::pair<size_t, void*>> blocks;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      blocks.swap(free_);
+      blocks.swap(by_age_);
+      free_.clear();
       cached_bytes_ = 0;
     }
     for (auto& [size, p] : blocks) std::free(p);
@@ -104,7 +128,9 @@ class CachingCpuAllocator final : public c10::Allocator {
 
   const size_t max_cached_bytes_;
   mutable std::mutex mu_;
-  mutable std::multimap<size_t, void*> free_;        // size -> free block
+  using AgeList = std::list<std::pair<size_t, void*>>;
+  mutable AgeList by_age_;                                 // free blocks, oldest return first
+  mutable std::multimap<size_t, AgeList::iterator> free_;  // size -> free block
   mutable std::unordered_map<void*, size_t> live_;   // handed-out large block -> size
   mutable size_t cached_bytes_ = 0;
   mutable int64_t hits_ = 0, misses_ = 0;

@@ -9,7 +9,7 @@
 //
 // Blocks of at least kMinCachedBytes are pooled (best fit within 25% of the request); smaller
 // ones go straight to posix_memalign/free. The pool holds at most `max_cached_bytes` of free
-// blocks; a block returned beyond that is freed.
+// blocks; to make room for a returned block it frees the blocks returned longest ago.
 //
 // Thread-safety: the allocator is safe to use from any thread (one mutex).
 #ifndef LOCKSTEP_TRAINER_CACHING_CPU_ALLOCATOR_H_
