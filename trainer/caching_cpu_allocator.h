@@ -21,7 +21,7 @@
 namespace lockstep::trainer {
 
 inline constexpr size_t kMinCachedBytes = size_t{1} << 20;
-inline constexpr size_t kDefaultMaxCachedBytes = size_t{4} << 30;
+inline constexpr size_t kDefaultMaxCachedBytes = size_t{8} << 30;
 
 // Makes the caching allocator LibTorch's CPU allocator for the rest of the process (tensors
 // allocated before keep their own deleters). Idempotent: the first call's limit applies.
