@@ -1,6 +1,9 @@
 #include "cli/serve_util.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -31,12 +34,37 @@ absl::StatusOr<std::string> LoadAuthToken(const ServeFlags& flags) {
   return ReadAuthTokenFile(flags.auth_token_file);
 }
 
+namespace {
+
+// Written by the stop-signal handler, read by ServeUntilSignal.
+int g_stop_pipe[2] = {-1, -1};
+
+void OnStopSignal(int signal_number) {
+  const unsigned char byte = static_cast<unsigned char>(signal_number);
+  const ssize_t written = write(g_stop_pipe[1], &byte, 1);  // async-signal-safe
+  (void)written;
+}
+
+}  // namespace
+
+// Blocking alone is not enough: threads that started before this call (a BLAS library's pool
+// started when it was loaded) do not block the stop signals, and the kernel may deliver a
+// process-directed SIGTERM to any thread that does not block it. With the default action that
+// killed the server without a clean shutdown (seen as a flaky trainer_service_test under load).
+// So the signals also get a handler, which works on whichever thread receives them.
 sigset_t BlockStopSignals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (g_stop_pipe[0] < 0 && pipe2(g_stop_pipe, O_CLOEXEC) == 0) {
+    struct sigaction action = {};
+    action.sa_handler = OnStopSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+  }
   return stop_signals;
 }
 
@@ -49,7 +77,17 @@ absl::Status ServeUntilSignal(const ServeFlags& flags, const std::vector<grpc::S
   std::fflush(stdout);
 
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  if (g_stop_pipe[0] >= 0) {
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);  // a pending signal runs the handler now
+    unsigned char byte = 0;
+    ssize_t got = 0;
+    do {
+      got = read(g_stop_pipe[0], &byte, 1);
+    } while (got < 0 && errno == EINTR);
+    signal_number = byte;
+  } else {
+    sigwait(&stop_signals, &signal_number);
+  }
   std::printf("signal %d: shutting down\n", signal_number);
   std::fflush(stdout);
   running->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

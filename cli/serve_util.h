@@ -25,8 +25,9 @@ void AddServeOptions(CLI::App* command, ServeFlags* flags);
 // The token from --auth-token-file, or "" when the flag is not given.
 absl::StatusOr<std::string> LoadAuthToken(const ServeFlags& flags);
 
-// Blocks SIGINT and SIGTERM in the calling thread. Call first in a serve command, before any
-// thread starts (threads inherit the mask), so that only WaitForStopSignal receives them.
+// Blocks SIGINT and SIGTERM in the calling thread and installs a handler that hands them to
+// ServeUntilSignal, whichever thread receives them. Call first in a serve command, before any
+// thread starts (threads inherit the mask).
 sigset_t BlockStopSignals();
 
 // Starts the server, prints "lockstep <what> serving on HOST:PORT" (the line the orchestrator
