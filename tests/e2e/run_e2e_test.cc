@@ -67,6 +67,7 @@ progress = false
 using test_support::Outcome;
 using test_support::ReadFile;
 using test_support::RunLockstep;
+using test_support::SpawnLockstep;
 
 // Pids of processes (other than us) whose command line mentions `needle`.
 std::vector<pid_t> ProcessesMentioning(const std::string& needle) {
@@ -172,18 +173,7 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
 
 TEST_F(RunE2eTest, KilledOrchestratorLeavesNoServiceBehind) {
   const fs::path log = root_ / "killed.log";
-  std::vector<std::string> args = Run("killed", {"--set", "job.steps=1000"});
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* out = std::fopen(log.c_str(), "w");
-    dup2(fileno(out), 1);
-    dup2(fileno(out), 2);
-    std::vector<char*> argv = {const_cast<char*>(LOCKSTEP_BINARY)};
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  const pid_t pid = SpawnLockstep(Run("killed", {"--set", "job.steps=1000"}), log);
   // Wait until the services run: the trainer and the generator name the run directory's model
   // (the orchestrator's own command line names only the output root).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

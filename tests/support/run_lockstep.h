@@ -1,5 +1,5 @@
-// Test support: run the `lockstep` binary to completion with its output captured, and read a
-// file whole. Header-only; a test target defines LOCKSTEP_BINARY (the path of the built binary).
+// Test support: start or run the `lockstep` binary with its output captured, and read a file
+// whole. Header-only; a test target defines LOCKSTEP_BINARY (the path of the built binary).
 #ifndef LOCKSTEP_TESTS_SUPPORT_RUN_LOCKSTEP_H_
 #define LOCKSTEP_TESTS_SUPPORT_RUN_LOCKSTEP_H_
 
@@ -32,10 +32,9 @@ struct Outcome {
   std::string output;  // stdout + stderr
 };
 
-// Runs `LOCKSTEP_BINARY args...` with stdout and stderr in `log`; killed (and a test failure
-// added) after `timeout`. exit_code is 128 + signal for a killed process.
-inline Outcome RunLockstep(const std::vector<std::string>& args, const std::filesystem::path& log,
-                           std::chrono::seconds timeout = std::chrono::seconds(240)) {
+// Starts `LOCKSTEP_BINARY args...` with stdout and stderr in `log`; returns its pid (the caller
+// waits for it).
+inline pid_t SpawnLockstep(const std::vector<std::string>& args, const std::filesystem::path& log) {
   const pid_t pid = fork();
   if (pid == 0) {
     FILE* out = std::fopen(log.c_str(), "w");
@@ -47,6 +46,14 @@ inline Outcome RunLockstep(const std::vector<std::string>& args, const std::file
     execv(argv[0], argv.data());
     _exit(127);
   }
+  return pid;
+}
+
+// Runs `LOCKSTEP_BINARY args...` with stdout and stderr in `log`; killed (and a test failure
+// added) after `timeout`. exit_code is 128 + signal for a killed process.
+inline Outcome RunLockstep(const std::vector<std::string>& args, const std::filesystem::path& log,
+                           std::chrono::seconds timeout = std::chrono::seconds(240)) {
+  const pid_t pid = SpawnLockstep(args, log);
   Outcome outcome;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;
