@@ -68,21 +68,20 @@ absl::Status LoadStateDict(Transformer& model, const TensorMap& tensors,
     expected.insert(name);
     auto found = tensors.find(name);
     if (found == tensors.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ": tensor '", name, "' is missing"));
+      return absl::InvalidArgumentError(absl::StrCat(source, ": tensor '", name, "' is missing"));
     }
     torch::Tensor& p = item.value();
     if (found->second.sizes() != p.sizes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": tensor '", name, "' has shape ", c10::str(found->second.sizes()),
-          ", the model config expects ", c10::str(p.sizes())));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": tensor '", name, "' has shape ", c10::str(found->second.sizes()),
+                       ", the model config expects ", c10::str(p.sizes())));
     }
     p.copy_(found->second);
   }
   for (const auto& [name, tensor] : tensors) {
     if (!expected.count(name) && !IsIgnorableCheckpointTensor(name, model)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": unexpected tensor '", name, "' (not a parameter of this architecture)"));
+      return absl::InvalidArgumentError(absl::StrCat(source, ": unexpected tensor '", name,
+                                                     "' (not a parameter of this architecture)"));
     }
   }
   return absl::OkStatus();

@@ -60,7 +60,8 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t head_dim = q.size(2);
   const int64_t group = num_heads / num_kv_heads;
   // [kv_heads, group, Lq, d] x [kv_heads, 1, d, Lk] -> scores [kv_heads, group, Lq, Lk]
-  torch::Tensor qh = q.to(torch::kFloat32).view({num_queries, num_kv_heads, group, head_dim})
+  torch::Tensor qh = q.to(torch::kFloat32)
+                         .view({num_queries, num_kv_heads, group, head_dim})
                          .permute({1, 2, 0, 3});
   torch::Tensor kh = k.to(torch::kFloat32).permute({1, 2, 0}).unsqueeze(1);
   torch::Tensor vh = v.to(torch::kFloat32).permute({1, 0, 2}).unsqueeze(1);
@@ -80,9 +81,8 @@ torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& key
                                 const torch::Tensor& values, const torch::Tensor& key_rows,
                                 int64_t first_position, NumericMode mode) {
   if (Invariant(mode)) {
-    const torch::Tensor rows = key_rows.defined()
-                                   ? key_rows
-                                   : torch::arange(first_position + q.size(0), torch::kInt64);
+    const torch::Tensor rows =
+        key_rows.defined() ? key_rows : torch::arange(first_position + q.size(0), torch::kInt64);
     return kernels::BatchInvariantAttention(q, keys, values, rows, first_position);
   }
   if (!key_rows.defined()) return CausalAttention(q, keys, values);

@@ -26,8 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // safetensors data is little-endian; tensors are copied byte for byte.
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-              "safetensors I/O assumes little-endian");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes little-endian");
 
 struct DtypePair {
   SafetensorsDtype safetensors;
@@ -38,16 +37,11 @@ struct DtypePair {
   int alignment_rank;
 };
 constexpr DtypePair kDtypePairs[] = {
-    {SafetensorsDtype::kBool, torch::kBool, 0},
-    {SafetensorsDtype::kU8, torch::kByte, 1},
-    {SafetensorsDtype::kI8, torch::kChar, 2},
-    {SafetensorsDtype::kI16, torch::kShort, 3},
-    {SafetensorsDtype::kF16, torch::kHalf, 4},
-    {SafetensorsDtype::kBF16, torch::kBFloat16, 5},
-    {SafetensorsDtype::kI32, torch::kInt, 6},
-    {SafetensorsDtype::kF32, torch::kFloat, 7},
-    {SafetensorsDtype::kF64, torch::kDouble, 8},
-    {SafetensorsDtype::kI64, torch::kLong, 9},
+    {SafetensorsDtype::kBool, torch::kBool, 0},  {SafetensorsDtype::kU8, torch::kByte, 1},
+    {SafetensorsDtype::kI8, torch::kChar, 2},    {SafetensorsDtype::kI16, torch::kShort, 3},
+    {SafetensorsDtype::kF16, torch::kHalf, 4},   {SafetensorsDtype::kBF16, torch::kBFloat16, 5},
+    {SafetensorsDtype::kI32, torch::kInt, 6},    {SafetensorsDtype::kF32, torch::kFloat, 7},
+    {SafetensorsDtype::kF64, torch::kDouble, 8}, {SafetensorsDtype::kI64, torch::kLong, 9},
 };
 
 int AlignmentRank(SafetensorsDtype dtype) {
@@ -58,24 +52,19 @@ int AlignmentRank(SafetensorsDtype dtype) {
 }
 
 // `status` with "<context>: " prepended to its message.
-absl::Status WithContext(const absl::Status& status,
-                         const std::string& context) {
-  return absl::Status(status.code(),
-                      absl::StrCat(context, ": ", status.message()));
+absl::Status WithContext(const absl::Status& status, const std::string& context) {
+  return absl::Status(status.code(), absl::StrCat(context, ": ", status.message()));
 }
 
 // Every file written by WriteSafetensorsDir carries this; transformers refuses
 // files whose "format" metadata is something else.
 const std::map<std::string, std::string>& HuggingFaceMetadata() {
-  static const auto* metadata =
-      new std::map<std::string, std::string>{{"format", "pt"}};
+  static const auto* metadata = new std::map<std::string, std::string>{{"format", "pt"}};
   return *metadata;
 }
 
-absl::Status ErrnoError(int error_number, const fs::path& path,
-                        const char* action) {
-  return absl::ErrnoToStatus(error_number,
-                             absl::StrCat(path.string(), ": cannot ", action));
+absl::Status ErrnoError(int error_number, const fs::path& path, const char* action) {
+  return absl::ErrnoToStatus(error_number, absl::StrCat(path.string(), ": cannot ", action));
 }
 
 // A read-only private mapping of a whole file, unmapped on destruction. A file
@@ -84,8 +73,7 @@ absl::Status ErrnoError(int error_number, const fs::path& path,
 // new file into place instead).
 class MappedFile {
  public:
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(
-      const fs::path& path) {
+  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const fs::path& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoError(errno, path, "open");
     struct stat info;
@@ -96,8 +84,7 @@ class MappedFile {
     }
     if (!S_ISREG(info.st_mode)) {
       ::close(fd);
-      return absl::InvalidArgumentError(
-          absl::StrCat(path.string(), ": not a regular file"));
+      return absl::InvalidArgumentError(absl::StrCat(path.string(), ": not a regular file"));
     }
     auto file = std::unique_ptr<MappedFile>(new MappedFile());
     file->size_ = static_cast<size_t>(info.st_size);
@@ -145,32 +132,27 @@ absl::StatusOr<MappedSafetensors> OpenSafetensors(const fs::path& path) {
   return MappedSafetensors{path, *std::move(file), *std::move(header)};
 }
 
-absl::Status CheckConversionDtype(
-    std::optional<torch::Dtype> convert_floats_to) {
+absl::Status CheckConversionDtype(std::optional<torch::Dtype> convert_floats_to) {
   if (convert_floats_to && !c10::isFloatingType(*convert_floats_to)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("convert_floats_to must be a floating dtype, not ",
-                     c10::toString(*convert_floats_to)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "convert_floats_to must be a floating dtype, not ", c10::toString(*convert_floats_to)));
   }
   return absl::OkStatus();
 }
 
 // Copies one tensor out of the mapping into memory the returned tensor owns.
-absl::StatusOr<torch::Tensor> CopyTensor(
-    const MappedSafetensors& mapped, const SafetensorsEntry& entry,
-    std::optional<torch::Dtype> convert_floats_to) {
+absl::StatusOr<torch::Tensor> CopyTensor(const MappedSafetensors& mapped,
+                                         const SafetensorsEntry& entry,
+                                         std::optional<torch::Dtype> convert_floats_to) {
   try {
     // BOOL is copied as bytes and then compared with 0: a byte other than 0 or
     // 1 in a file must not become an invalid bool value.
     const bool is_bool = entry.dtype == SafetensorsDtype::kBool;
-    torch::Tensor tensor = torch::empty(
-        entry.shape,
-        torch::dtype(is_bool ? torch::kByte : ToTorchDtype(entry.dtype)));
+    torch::Tensor tensor =
+        torch::empty(entry.shape, torch::dtype(is_bool ? torch::kByte : ToTorchDtype(entry.dtype)));
     if (entry.NumBytes() > 0) {
-      const char* source =
-          mapped.file->bytes().data() + mapped.header.data_offset + entry.begin;
-      std::memcpy(tensor.data_ptr(), source,
-                  static_cast<size_t>(entry.NumBytes()));
+      const char* source = mapped.file->bytes().data() + mapped.header.data_offset + entry.begin;
+      std::memcpy(tensor.data_ptr(), source, static_cast<size_t>(entry.NumBytes()));
     }
     if (is_bool) tensor = tensor.ne(0);
     if (convert_floats_to && IsFloatingSafetensorsDtype(entry.dtype)) {
@@ -178,21 +160,18 @@ absl::StatusOr<torch::Tensor> CopyTensor(
     }
     return tensor;
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(mapped.path.string(), ": tensor '",
-                                            entry.name,
+    return absl::InternalError(absl::StrCat(mapped.path.string(), ": tensor '", entry.name,
                                             "': ", e.what_without_backtrace()));
   } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        mapped.path.string(), ": tensor '", entry.name, "': out of memory"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(mapped.path.string(), ": tensor '", entry.name, "': out of memory"));
   }
 }
 
 absl::Status CopyAllTensors(const MappedSafetensors& mapped,
-                            std::optional<torch::Dtype> convert_floats_to,
-                            TensorMap& tensors) {
+                            std::optional<torch::Dtype> convert_floats_to, TensorMap& tensors) {
   for (const SafetensorsEntry& entry : mapped.header.entries) {
-    absl::StatusOr<torch::Tensor> tensor =
-        CopyTensor(mapped, entry, convert_floats_to);
+    absl::StatusOr<torch::Tensor> tensor = CopyTensor(mapped, entry, convert_floats_to);
     if (!tensor.ok()) return tensor.status();
     tensors[entry.name] = *std::move(tensor);
   }
@@ -200,34 +179,29 @@ absl::Status CopyAllTensors(const MappedSafetensors& mapped,
 }
 
 // weight_map of a model.safetensors.index.json: tensor name → shard file name.
-absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(
-    const fs::path& index_path) {
-  absl::StatusOr<std::unique_ptr<MappedFile>> file =
-      MappedFile::Open(index_path);
+absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const fs::path& index_path) {
+  absl::StatusOr<std::unique_ptr<MappedFile>> file = MappedFile::Open(index_path);
   if (!file.ok()) return file.status();
   const std::string_view text = (*file)->bytes();
-  const nlohmann::json index =
-      nlohmann::json::parse(text.begin(), text.end(), nullptr,
-                            /*allow_exceptions=*/false);
+  const nlohmann::json index = nlohmann::json::parse(text.begin(), text.end(), nullptr,
+                                                     /*allow_exceptions=*/false);
   const std::string source = index_path.string();
   if (index.is_discarded() || !index.is_object()) {
     return absl::DataLossError(absl::StrCat(source, ": not a JSON object"));
   }
   auto weight_map = index.find("weight_map");
   if (weight_map == index.end() || !weight_map->is_object()) {
-    return absl::DataLossError(
-        absl::StrCat(source, ": missing object \"weight_map\""));
+    return absl::DataLossError(absl::StrCat(source, ": missing object \"weight_map\""));
   }
   std::map<std::string, std::string> shard_of;
   for (const auto& [name, shard] : weight_map->items()) {
     // Shards are plain file names beside the index; anything else could leave
     // the folder.
     if (!shard.is_string() || shard.get_ref<const std::string&>().empty() ||
-        shard.get_ref<const std::string&>().find('/') != std::string::npos ||
-        shard == "." || shard == "..") {
-      return absl::DataLossError(
-          absl::StrCat(source, ": tensor '", name, "': weight_map value ",
-                       shard.dump(), " is not a shard file name"));
+        shard.get_ref<const std::string&>().find('/') != std::string::npos || shard == "." ||
+        shard == "..") {
+      return absl::DataLossError(absl::StrCat(source, ": tensor '", name, "': weight_map value ",
+                                              shard.dump(), " is not a shard file name"));
     }
     shard_of.emplace(name, shard.get<std::string>());
   }
@@ -235,10 +209,9 @@ absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(
 }
 
 // Loads the shards listed by the index at `index_path`; see LoadSafetensorsDir.
-absl::StatusOr<TensorMap> LoadShards(
-    const fs::path& index_path, std::optional<torch::Dtype> convert_floats_to) {
-  absl::StatusOr<std::map<std::string, std::string>> shard_of =
-      ReadWeightMap(index_path);
+absl::StatusOr<TensorMap> LoadShards(const fs::path& index_path,
+                                     std::optional<torch::Dtype> convert_floats_to) {
+  absl::StatusOr<std::map<std::string, std::string>> shard_of = ReadWeightMap(index_path);
   if (!shard_of.ok()) return shard_of.status();
   const std::string index_name = index_path.string();
   // Shard file → the tensor names the weight_map puts there.
@@ -254,18 +227,16 @@ absl::StatusOr<TensorMap> LoadShards(
     absl::StatusOr<MappedSafetensors> mapped = OpenSafetensors(shard_path);
     if (!mapped.ok()) {
       if (absl::IsNotFound(mapped.status())) {
-        return absl::NotFoundError(absl::StrCat(shard_path.string(),
-                                                ": shard listed in ",
-                                                index_name, " does not exist"));
+        return absl::NotFoundError(
+            absl::StrCat(shard_path.string(), ": shard listed in ", index_name, " does not exist"));
       }
       return mapped.status();
     }
     for (const SafetensorsEntry& entry : mapped->header.entries) {
       auto [it, inserted] = found_in.emplace(entry.name, shard);
       if (!inserted) {
-        return absl::DataLossError(
-            absl::StrCat(shard_path.string(), ": tensor '", entry.name,
-                         "' also appears in shard '", it->second, "'"));
+        return absl::DataLossError(absl::StrCat(shard_path.string(), ": tensor '", entry.name,
+                                                "' also appears in shard '", it->second, "'"));
       }
     }
     shards.push_back(*std::move(mapped));
@@ -276,14 +247,14 @@ absl::StatusOr<TensorMap> LoadShards(
     for (const SafetensorsEntry& entry : mapped.header.entries) {
       auto listed = shard_of->find(entry.name);
       if (listed == shard_of->end()) {
-        return absl::DataLossError(
-            absl::StrCat(mapped.path.string(), ": tensor '", entry.name,
-                         "' is not listed in the weight_map of ", index_name));
+        return absl::DataLossError(absl::StrCat(mapped.path.string(), ": tensor '", entry.name,
+                                                "' is not listed in the weight_map of ",
+                                                index_name));
       }
       if (listed->second != shard) {
-        return absl::DataLossError(absl::StrCat(
-            mapped.path.string(), ": tensor '", entry.name,
-            "' is mapped to shard '", listed->second, "' by ", index_name));
+        return absl::DataLossError(absl::StrCat(mapped.path.string(), ": tensor '", entry.name,
+                                                "' is mapped to shard '", listed->second, "' by ",
+                                                index_name));
       }
     }
   }
@@ -291,16 +262,14 @@ absl::StatusOr<TensorMap> LoadShards(
   // shard holds is missing from the shard the index names.
   for (const auto& [name, shard] : *shard_of) {
     if (found_in.count(name) == 0) {
-      return absl::DataLossError(absl::StrCat(
-          (index_path.parent_path() / shard).string(), ": tensor '", name,
-          "' listed in ", index_name, " is missing from this shard"));
+      return absl::DataLossError(absl::StrCat((index_path.parent_path() / shard).string(),
+                                              ": tensor '", name, "' listed in ", index_name,
+                                              " is missing from this shard"));
     }
   }
   TensorMap tensors;
   for (const MappedSafetensors& mapped : shards) {
-    if (absl::Status status =
-            CopyAllTensors(mapped, convert_floats_to, tensors);
-        !status.ok()) {
+    if (absl::Status status = CopyAllTensors(mapped, convert_floats_to, tensors); !status.ok()) {
       return status;
     }
   }
@@ -308,8 +277,7 @@ absl::StatusOr<TensorMap> LoadShards(
 }
 
 // Writes all of `size` bytes, retrying short writes and EINTR.
-absl::Status WriteBytes(int fd, const char* data, size_t size,
-                        const fs::path& path) {
+absl::Status WriteBytes(int fd, const char* data, size_t size, const fs::path& path) {
   while (size > 0) {
     const ssize_t written = ::write(fd, data, size);
     if (written < 0) {
@@ -324,12 +292,10 @@ absl::Status WriteBytes(int fd, const char* data, size_t size,
 
 // Creates `path`.tmp, lets `write_contents` fill it, fsyncs it and renames it
 // over `path`. The temporary file is removed on any failure.
-absl::Status WriteAtomically(
-    const fs::path& path,
-    const std::function<absl::Status(int fd)>& write_contents) {
+absl::Status WriteAtomically(const fs::path& path,
+                             const std::function<absl::Status(int fd)>& write_contents) {
   const fs::path temporary = fs::path(path.string() + ".tmp");
-  const int fd =
-      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError(errno, temporary, "create");
   absl::Status status = write_contents(fd);
   if (status.ok() && ::fsync(fd) != 0) {
@@ -346,11 +312,8 @@ absl::Status WriteAtomically(
     return status;
   }
   // Make the rename durable; a failure here still leaves a complete file.
-  const fs::path parent =
-      path.has_parent_path() ? path.parent_path() : fs::path(".");
-  if (const int dir_fd =
-          ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      dir_fd >= 0) {
+  const fs::path parent = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (const int dir_fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
     ::fsync(dir_fd);
     ::close(dir_fd);
   }
@@ -361,15 +324,12 @@ absl::Status WriteAtomically(
 absl::StatusOr<SafetensorsDtype> WritableDtype(const std::string& name,
                                                const torch::Tensor& tensor) {
   if (!tensor.defined()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", name, "' is undefined"));
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' is undefined"));
   }
   if (tensor.layout() != torch::kStrided) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor '", name, "' is not dense"));
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' is not dense"));
   }
-  absl::StatusOr<SafetensorsDtype> dtype =
-      ToSafetensorsDtype(tensor.scalar_type());
+  absl::StatusOr<SafetensorsDtype> dtype = ToSafetensorsDtype(tensor.scalar_type());
   if (!dtype.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", name, "': ", dtype.status().message()));
@@ -382,8 +342,8 @@ bool IsShardFileName(const std::string& name) {
   constexpr std::string_view kPattern = "model-#####-of-#####.safetensors";
   if (name.size() != kPattern.size()) return false;
   for (size_t i = 0; i < name.size(); ++i) {
-    const bool ok = kPattern[i] == '#' ? (name[i] >= '0' && name[i] <= '9')
-                                       : name[i] == kPattern[i];
+    const bool ok =
+        kPattern[i] == '#' ? (name[i] >= '0' && name[i] <= '9') : name[i] == kPattern[i];
     if (!ok) return false;
   }
   return true;
@@ -391,16 +351,13 @@ bool IsShardFileName(const std::string& name) {
 
 // Removes checkpoint files in `dir` left by an earlier write that are not in
 // `keep`.
-absl::Status RemoveStaleFiles(const fs::path& dir,
-                              const std::set<std::string>& keep) {
+absl::Status RemoveStaleFiles(const fs::path& dir, const std::set<std::string>& keep) {
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    const bool is_checkpoint_file = name == kSafetensorsFileName ||
-                                    name == kSafetensorsIndexFileName ||
-                                    IsShardFileName(name);
-    if (is_checkpoint_file && keep.count(name) == 0 &&
-        !fs::remove(entry.path(), error)) {
+    const bool is_checkpoint_file =
+        name == kSafetensorsFileName || name == kSafetensorsIndexFileName || IsShardFileName(name);
+    if (is_checkpoint_file && keep.count(name) == 0 && !fs::remove(entry.path(), error)) {
       return ErrnoError(error.value(), entry.path(), "remove stale file");
     }
   }
@@ -421,30 +378,27 @@ absl::StatusOr<SafetensorsDtype> ToSafetensorsDtype(torch::Dtype dtype) {
   for (const DtypePair& pair : kDtypePairs) {
     if (pair.torch == dtype) return pair.safetensors;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "dtype ", c10::toString(dtype), " has no safetensors equivalent"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype ", c10::toString(dtype), " has no safetensors equivalent"));
 }
 
-absl::StatusOr<TensorMap> ReadSafetensorsFile(
-    const fs::path& path, std::optional<torch::Dtype> convert_floats_to) {
-  if (absl::Status status = CheckConversionDtype(convert_floats_to);
-      !status.ok()) {
+absl::StatusOr<TensorMap> ReadSafetensorsFile(const fs::path& path,
+                                              std::optional<torch::Dtype> convert_floats_to) {
+  if (absl::Status status = CheckConversionDtype(convert_floats_to); !status.ok()) {
     return status;
   }
   absl::StatusOr<MappedSafetensors> mapped = OpenSafetensors(path);
   if (!mapped.ok()) return mapped.status();
   TensorMap tensors;
-  if (absl::Status status = CopyAllTensors(*mapped, convert_floats_to, tensors);
-      !status.ok()) {
+  if (absl::Status status = CopyAllTensors(*mapped, convert_floats_to, tensors); !status.ok()) {
     return status;
   }
   return tensors;
 }
 
-absl::StatusOr<TensorMap> LoadSafetensorsDir(
-    const fs::path& dir, std::optional<torch::Dtype> convert_floats_to) {
-  if (absl::Status status = CheckConversionDtype(convert_floats_to);
-      !status.ok()) {
+absl::StatusOr<TensorMap> LoadSafetensorsDir(const fs::path& dir,
+                                             std::optional<torch::Dtype> convert_floats_to) {
+  if (absl::Status status = CheckConversionDtype(convert_floats_to); !status.ok()) {
     return status;
   }
   std::error_code error;
@@ -454,14 +408,12 @@ absl::StatusOr<TensorMap> LoadSafetensorsDir(
   }
   const fs::path index = dir / kSafetensorsIndexFileName;
   if (fs::exists(index, error)) return LoadShards(index, convert_floats_to);
-  return absl::NotFoundError(
-      absl::StrCat(dir.string(), ": neither ", kSafetensorsFileName, " nor ",
-                   kSafetensorsIndexFileName, " exists"));
+  return absl::NotFoundError(absl::StrCat(dir.string(), ": neither ", kSafetensorsFileName, " nor ",
+                                          kSafetensorsIndexFileName, " exists"));
 }
 
-absl::Status WriteSafetensorsFile(
-    const fs::path& path, const TensorMap& tensors,
-    const std::map<std::string, std::string>& metadata) {
+absl::Status WriteSafetensorsFile(const fs::path& path, const TensorMap& tensors,
+                                  const std::map<std::string, std::string>& metadata) {
   const std::string source = path.string();
   struct Planned {
     const std::string* name;
@@ -475,35 +427,30 @@ absl::Status WriteSafetensorsFile(
     order.push_back({&name, &tensor, *dtype});
   }
   // `tensors` is sorted by name, so a stable sort yields (rank desc, name).
-  std::stable_sort(order.begin(), order.end(),
-                   [](const Planned& a, const Planned& b) {
-                     return AlignmentRank(a.dtype) > AlignmentRank(b.dtype);
-                   });
+  std::stable_sort(order.begin(), order.end(), [](const Planned& a, const Planned& b) {
+    return AlignmentRank(a.dtype) > AlignmentRank(b.dtype);
+  });
   std::vector<SafetensorsEntry> entries;
   int64_t offset = 0;
   for (const Planned& planned : order) {
-    SafetensorsEntry entry{
-        *planned.name, planned.dtype, planned.tensor->sizes().vec(), offset,
-        offset + planned.tensor->numel() * SafetensorsDtypeSize(planned.dtype)};
+    SafetensorsEntry entry{*planned.name, planned.dtype, planned.tensor->sizes().vec(), offset,
+                           offset + planned.tensor->numel() * SafetensorsDtypeSize(planned.dtype)};
     offset = entry.end;
     entries.push_back(std::move(entry));
   }
-  absl::StatusOr<std::string> header =
-      EncodeSafetensorsHeader(entries, metadata);
+  absl::StatusOr<std::string> header = EncodeSafetensorsHeader(entries, metadata);
   if (!header.ok()) return WithContext(header.status(), source);
   return WriteAtomically(path, [&](int fd) -> absl::Status {
     absl::Status status = WriteBytes(fd, header->data(), header->size(), path);
     for (size_t i = 0; i < order.size() && status.ok(); ++i) {
       if (entries[i].NumBytes() == 0) continue;
       try {
-        const torch::Tensor cpu =
-            order[i].tensor->detach().to(torch::kCPU).contiguous();
+        const torch::Tensor cpu = order[i].tensor->detach().to(torch::kCPU).contiguous();
         status = WriteBytes(fd, static_cast<const char*>(cpu.data_ptr()),
                             static_cast<size_t>(entries[i].NumBytes()), path);
       } catch (const c10::Error& e) {
         status = absl::InternalError(
-            absl::StrCat(source, ": tensor '", entries[i].name,
-                         "': ", e.what_without_backtrace()));
+            absl::StrCat(source, ": tensor '", entries[i].name, "': ", e.what_without_backtrace()));
       }
     }
     return status;
@@ -514,8 +461,7 @@ absl::Status WriteSafetensorsDir(const fs::path& dir, const TensorMap& tensors,
                                  int64_t max_shard_bytes) {
   if (max_shard_bytes <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(dir.string(), ": max_shard_bytes must be positive, not ",
-                     max_shard_bytes));
+        absl::StrCat(dir.string(), ": max_shard_bytes must be positive, not ", max_shard_bytes));
   }
   // Assign shards in name order, validating before touching the disk.
   std::vector<TensorMap> shards(1);
@@ -537,8 +483,8 @@ absl::Status WriteSafetensorsDir(const fs::path& dir, const TensorMap& tensors,
   if (error) return ErrnoError(error.value(), dir, "create directory");
 
   if (shards.size() == 1) {
-    absl::Status status = WriteSafetensorsFile(dir / kSafetensorsFileName,
-                                               tensors, HuggingFaceMetadata());
+    absl::Status status =
+        WriteSafetensorsFile(dir / kSafetensorsFileName, tensors, HuggingFaceMetadata());
     if (!status.ok()) return status;
     return RemoveStaleFiles(dir, {kSafetensorsFileName});
   }
@@ -547,8 +493,7 @@ absl::Status WriteSafetensorsDir(const fs::path& dir, const TensorMap& tensors,
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string shard =
         absl::StrFormat("model-%05d-of-%05d.safetensors", i + 1, shards.size());
-    absl::Status status =
-        WriteSafetensorsFile(dir / shard, shards[i], HuggingFaceMetadata());
+    absl::Status status = WriteSafetensorsFile(dir / shard, shards[i], HuggingFaceMetadata());
     if (!status.ok()) return status;
     for (const auto& [name, tensor] : shards[i]) weight_map[name] = shard;
     written.insert(shard);
@@ -559,13 +504,12 @@ absl::Status WriteSafetensorsDir(const fs::path& dir, const TensorMap& tensors,
   try {
     text = index.dump(2) + "\n";
   } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        dir.string(), ": a tensor name is not valid UTF-8: ", e.what()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir.string(), ": a tensor name is not valid UTF-8: ", e.what()));
   }
   const fs::path index_path = dir / kSafetensorsIndexFileName;
-  absl::Status status = WriteAtomically(index_path, [&](int fd) {
-    return WriteBytes(fd, text.data(), text.size(), index_path);
-  });
+  absl::Status status = WriteAtomically(
+      index_path, [&](int fd) { return WriteBytes(fd, text.data(), text.size(), index_path); });
   if (!status.ok()) return status;
   written.insert(kSafetensorsIndexFileName);
   return RemoveStaleFiles(dir, written);

@@ -45,8 +45,7 @@ namespace lockstep {
 using TensorMap = std::map<std::string, torch::Tensor>;
 
 inline constexpr char kSafetensorsFileName[] = "model.safetensors";
-inline constexpr char kSafetensorsIndexFileName[] =
-    "model.safetensors.index.json";
+inline constexpr char kSafetensorsIndexFileName[] = "model.safetensors.index.json";
 
 // The LibTorch dtype of a safetensors dtype (F32 → kFloat, BF16 → kBFloat16,
 // F16 → kHalf, F64 → kDouble, I64 → kLong, I32 → kInt, I16 → kShort, I8 →
@@ -76,8 +75,7 @@ absl::StatusOr<TensorMap> ReadSafetensorsFile(
 // or maps to another shard, or a name present in two shards.
 // `convert_floats_to` as above.
 absl::StatusOr<TensorMap> LoadSafetensorsDir(
-    const std::filesystem::path& dir,
-    std::optional<torch::Dtype> convert_floats_to = std::nullopt);
+    const std::filesystem::path& dir, std::optional<torch::Dtype> convert_floats_to = std::nullopt);
 
 // Writes `tensors` to `path` in their own dtypes (a contiguous CPU copy is made
 // per tensor, one at a time, so GPU tensors need no extra device memory). The
@@ -86,9 +84,8 @@ absl::StatusOr<TensorMap> LoadSafetensorsDir(
 // size; header padded with spaces to a multiple of 8. Atomic: writes `path` +
 // ".tmp", fsyncs it, then renames it over `path`; on failure `path` is
 // untouched and the temporary file removed.
-absl::Status WriteSafetensorsFile(
-    const std::filesystem::path& path, const TensorMap& tensors,
-    const std::map<std::string, std::string>& metadata = {});
+absl::Status WriteSafetensorsFile(const std::filesystem::path& path, const TensorMap& tensors,
+                                  const std::map<std::string, std::string>& metadata = {});
 
 // Writes a Hugging Face checkpoint folder (created if needed). If the tensors'
 // total byte size is at most `max_shard_bytes`, writes one `model.safetensors`;
@@ -101,8 +98,7 @@ absl::Status WriteSafetensorsFile(
 // afterwards so they cannot shadow the new ones. The folder as a whole is not
 // atomic: callers wanting that write a fresh folder and rename it.
 // kInvalidArgument if `max_shard_bytes` <= 0.
-absl::Status WriteSafetensorsDir(const std::filesystem::path& dir,
-                                 const TensorMap& tensors,
+absl::Status WriteSafetensorsDir(const std::filesystem::path& dir, const TensorMap& tensors,
                                  int64_t max_shard_bytes);
 
 }  // namespace lockstep

@@ -46,8 +46,7 @@ std::string MakeFile(const std::string& json, size_t data_size) {
 
 std::string TensorBytes(const torch::Tensor& tensor) {
   const torch::Tensor contiguous = tensor.contiguous();
-  return std::string(static_cast<const char*>(contiguous.data_ptr()),
-                     contiguous.nbytes());
+  return std::string(static_cast<const char*>(contiguous.data_ptr()), contiguous.nbytes());
 }
 
 // True iff `a` and `b` have the same dtype, shape and bytes (NaN payloads and
@@ -61,17 +60,15 @@ void ExpectBitIdentical(const torch::Tensor& a, const torch::Tensor& b) {
 // Every dtype, with awkward values: NaN, -0, infinities, extremes.
 TensorMap AllDtypeTensors() {
   TensorMap tensors;
-  tensors["f32"] = torch::tensor({0.0f, -0.0f, 1.5f, -3.25e-38f,
-                                  std::numeric_limits<float>::infinity(),
-                                  std::numeric_limits<float>::quiet_NaN()})
-                       .reshape({2, 3});
+  tensors["f32"] =
+      torch::tensor({0.0f, -0.0f, 1.5f, -3.25e-38f, std::numeric_limits<float>::infinity(),
+                     std::numeric_limits<float>::quiet_NaN()})
+          .reshape({2, 3});
   tensors["bf16"] = torch::randn({3, 5}).to(torch::kBFloat16);
-  tensors["f16"] =
-      torch::tensor({65504.0f, -0.0f, 6.1e-5f, 1.0f / 3}).to(torch::kHalf);
+  tensors["f16"] = torch::tensor({65504.0f, -0.0f, 6.1e-5f, 1.0f / 3}).to(torch::kHalf);
   tensors["f64"] = torch::tensor({1.0 / 3, -1e300}, torch::kDouble);
-  tensors["i64"] =
-      torch::tensor({std::numeric_limits<int64_t>::min(), int64_t{-1},
-                     int64_t{0}, std::numeric_limits<int64_t>::max()});
+  tensors["i64"] = torch::tensor({std::numeric_limits<int64_t>::min(), int64_t{-1}, int64_t{0},
+                                  std::numeric_limits<int64_t>::max()});
   tensors["i32"] = torch::arange(-3, 3, torch::kInt);
   tensors["i16"] = torch::arange(-2, 5, torch::kShort);
   tensors["i8"] = torch::arange(-128, 127, 50, torch::kChar);
@@ -86,17 +83,15 @@ class SafetensorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ =
-        fs::path(::testing::TempDir()) /
-        ("safetensors_test_" + std::to_string(::getpid()) + "_" + info->name());
+    dir_ = fs::path(::testing::TempDir()) /
+           ("safetensors_test_" + std::to_string(::getpid()) + "_" + info->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
   // Writes `bytes` to `name` in the test folder and reads it back.
-  absl::StatusOr<TensorMap> ReadBytes(const std::string& name,
-                                      const std::string& bytes) {
+  absl::StatusOr<TensorMap> ReadBytes(const std::string& name, const std::string& bytes) {
     WriteFile(dir_ / name, bytes);
     return ReadSafetensorsFile(dir_ / name);
   }
@@ -118,8 +113,7 @@ TEST_F(SafetensorsTest, RoundTripIsBitExactForEveryDtype) {
     ASSERT_EQ(read->count(name), 1u);
     ExpectBitIdentical(read->at(name), tensor);
   }
-  absl::StatusOr<SafetensorsHeader> header =
-      ParseSafetensorsHeader(ReadFile(path), path.string());
+  absl::StatusOr<SafetensorsHeader> header = ParseSafetensorsHeader(ReadFile(path), path.string());
   ASSERT_TRUE(header.ok()) << header.status();
   EXPECT_EQ(header->metadata.at("step"), "7");
 }
@@ -134,8 +128,7 @@ TEST_F(SafetensorsTest, WriterAlignsDataAndOrdersByDtypeThenName) {
   const fs::path path = dir_ / "layout.safetensors";
   ASSERT_TRUE(WriteSafetensorsFile(path, tensors).ok());
   const std::string bytes = ReadFile(path);
-  absl::StatusOr<SafetensorsHeader> header =
-      ParseSafetensorsHeader(bytes, path.string());
+  absl::StatusOr<SafetensorsHeader> header = ParseSafetensorsHeader(bytes, path.string());
   ASSERT_TRUE(header.ok()) << header.status();
   EXPECT_EQ(header->data_offset % 8, 0);
   std::vector<std::string> order;
@@ -183,21 +176,17 @@ TEST_F(SafetensorsTest, ConvertsHalfPrecisionFloatsToFloat32Exactly) {
 }
 
 TEST_F(SafetensorsTest, RejectsNonFloatingConversionTarget) {
-  ASSERT_TRUE(
-      WriteSafetensorsFile(dir_ / "x.safetensors", {{"x", torch::ones({2})}})
-          .ok());
-  absl::StatusOr<TensorMap> read =
-      ReadSafetensorsFile(dir_ / "x.safetensors", torch::kLong);
+  ASSERT_TRUE(WriteSafetensorsFile(dir_ / "x.safetensors", {{"x", torch::ones({2})}}).ok());
+  absl::StatusOr<TensorMap> read = ReadSafetensorsFile(dir_ / "x.safetensors", torch::kLong);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(read.status().message(), HasSubstr("convert_floats_to"));
 }
 
 TEST_F(SafetensorsTest, ReadsBoolBytesOtherThanOneAsTrue) {
-  absl::StatusOr<TensorMap> read = ReadBytes(
-      "bool.safetensors",
-      MakeFile(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})",
-               0) +
-          std::string("\x00\x02\xff", 3));
+  absl::StatusOr<TensorMap> read =
+      ReadBytes("bool.safetensors",
+                MakeFile(R"({"m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", 0) +
+                    std::string("\x00\x02\xff", 3));
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_TRUE(torch::equal(read->at("m"), torch::tensor({false, true, true})));
 }
@@ -208,15 +197,13 @@ TEST_F(SafetensorsTest, WriterRejectsUnstorableTensorsAndKeepsOldFile) {
   const std::string before = ReadFile(path);
   const std::vector<std::pair<TensorMap, const char*>> cases = {
       {{{"undefined", torch::Tensor()}}, "tensor 'undefined' is undefined"},
-      {{{"complex", torch::ones({2}, torch::kComplexFloat)}},
-       "has no safetensors equivalent"},
+      {{{"complex", torch::ones({2}, torch::kComplexFloat)}}, "has no safetensors equivalent"},
       {{{"__metadata__", torch::ones({1})}}, "reserved"},
   };
   for (const auto& [tensors, expected_message] : cases) {
     absl::Status status = WriteSafetensorsFile(path, tensors);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(status.message(),
-                AllOf(HasSubstr(path.string()), HasSubstr(expected_message)));
+    EXPECT_THAT(status.message(), AllOf(HasSubstr(path.string()), HasSubstr(expected_message)));
   }
   EXPECT_EQ(ReadFile(path), before);
   EXPECT_FALSE(fs::exists(path.string() + ".tmp"));
@@ -233,9 +220,8 @@ TEST_F(SafetensorsTest, MissingFileIsNotFound) {
 TEST_F(SafetensorsTest, ShortFileIsDataLoss) {
   absl::StatusOr<TensorMap> read = ReadBytes("short.safetensors", "\x10\0\0");
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(read.status().message(),
-              AllOf(HasSubstr("short.safetensors"),
-                    HasSubstr("shorter than the 8-byte header length")));
+  EXPECT_THAT(read.status().message(), AllOf(HasSubstr("short.safetensors"),
+                                             HasSubstr("shorter than the 8-byte header length")));
 }
 
 TEST_F(SafetensorsTest, HeaderLengthBeyondFileIsDataLoss) {
@@ -243,9 +229,9 @@ TEST_F(SafetensorsTest, HeaderLengthBeyondFileIsDataLoss) {
   bytes[0] = 100;
   absl::StatusOr<TensorMap> read = ReadBytes("long.safetensors", bytes);
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(read.status().message(),
-              AllOf(HasSubstr("long.safetensors"),
-                    HasSubstr("header length 100 extends beyond the end")));
+  EXPECT_THAT(
+      read.status().message(),
+      AllOf(HasSubstr("long.safetensors"), HasSubstr("header length 100 extends beyond the end")));
 }
 
 TEST_F(SafetensorsTest, InvalidJsonIsDataLoss) {
@@ -257,9 +243,9 @@ TEST_F(SafetensorsTest, InvalidJsonIsDataLoss) {
 }
 
 TEST_F(SafetensorsTest, UnknownDtypeNamesFileAndTensor) {
-  absl::StatusOr<TensorMap> read = ReadBytes(
-      "dtype.safetensors",
-      MakeFile(R"({"w":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", 8));
+  absl::StatusOr<TensorMap> read =
+      ReadBytes("dtype.safetensors",
+                MakeFile(R"({"w":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}})", 8));
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(read.status().message(),
               AllOf(HasSubstr("dtype.safetensors"), HasSubstr("tensor 'w'"),
@@ -267,10 +253,9 @@ TEST_F(SafetensorsTest, UnknownDtypeNamesFileAndTensor) {
 }
 
 TEST_F(SafetensorsTest, ShapeTimesDtypeNotMatchingSpanNamesTensor) {
-  absl::StatusOr<TensorMap> read = ReadBytes(
-      "span.safetensors",
-      MakeFile(R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})",
-               4));
+  absl::StatusOr<TensorMap> read =
+      ReadBytes("span.safetensors",
+                MakeFile(R"({"w":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})", 4));
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(read.status().message(),
               AllOf(HasSubstr("span.safetensors"), HasSubstr("tensor 'w'"),
@@ -278,10 +263,9 @@ TEST_F(SafetensorsTest, ShapeTimesDtypeNotMatchingSpanNamesTensor) {
 }
 
 TEST_F(SafetensorsTest, OffsetsOutsideDataSectionNameTensor) {
-  absl::StatusOr<TensorMap> read = ReadBytes(
-      "outside.safetensors",
-      MakeFile(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
-               8));
+  absl::StatusOr<TensorMap> read =
+      ReadBytes("outside.safetensors",
+                MakeFile(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8));
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(read.status().message(),
               AllOf(HasSubstr("outside.safetensors"), HasSubstr("tensor 'w'"),
@@ -290,15 +274,13 @@ TEST_F(SafetensorsTest, OffsetsOutsideDataSectionNameTensor) {
 
 TEST_F(SafetensorsTest, OverlappingOffsetsNameBothTensors) {
   absl::StatusOr<TensorMap> read = ReadBytes(
-      "overlap.safetensors",
-      MakeFile(R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},)"
-               R"("b":{"dtype":"I32","shape":[2],"data_offsets":[4,12]}})",
-               12));
+      "overlap.safetensors", MakeFile(R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]},)"
+                                      R"("b":{"dtype":"I32","shape":[2],"data_offsets":[4,12]}})",
+                                      12));
   EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(
-      read.status().message(),
-      AllOf(HasSubstr("overlap.safetensors"),
-            HasSubstr("tensor 'b' (bytes [4, 12)) overlaps tensor 'a'")));
+  EXPECT_THAT(read.status().message(),
+              AllOf(HasSubstr("overlap.safetensors"),
+                    HasSubstr("tensor 'b' (bytes [4, 12)) overlaps tensor 'a'")));
 }
 
 // --- Folders: single file, shards, index errors. ---
@@ -310,10 +292,9 @@ TEST_F(SafetensorsTest, DirFitsInOneFileWhenSmallEnough) {
   EXPECT_FALSE(fs::exists(dir_ / kSafetensorsIndexFileName));
   absl::StatusOr<TensorMap> read = LoadSafetensorsDir(dir_);
   ASSERT_TRUE(read.ok()) << read.status();
-  for (const auto& [name, tensor] : tensors)
-    ExpectBitIdentical(read->at(name), tensor);
-  absl::StatusOr<SafetensorsHeader> header = ParseSafetensorsHeader(
-      ReadFile(dir_ / kSafetensorsFileName), "model.safetensors");
+  for (const auto& [name, tensor] : tensors) ExpectBitIdentical(read->at(name), tensor);
+  absl::StatusOr<SafetensorsHeader> header =
+      ParseSafetensorsHeader(ReadFile(dir_ / kSafetensorsFileName), "model.safetensors");
   ASSERT_TRUE(header.ok());
   EXPECT_EQ(header->metadata.at("format"), "pt");
 }
@@ -331,22 +312,17 @@ TEST_F(SafetensorsTest, ShardedDirRoundTripsWithHuggingFaceIndex) {
 
   const std::string index_text = ReadFile(dir_ / kSafetensorsIndexFileName);
   EXPECT_THAT(index_text, HasSubstr(R"("total_size": 768)"));
-  EXPECT_THAT(index_text,
-              HasSubstr(R"("big": "model-00001-of-00004.safetensors")"));
-  EXPECT_THAT(
-      index_text,
-      HasSubstr(R"("layer.4.weight": "model-00004-of-00004.safetensors")"));
+  EXPECT_THAT(index_text, HasSubstr(R"("big": "model-00001-of-00004.safetensors")"));
+  EXPECT_THAT(index_text, HasSubstr(R"("layer.4.weight": "model-00004-of-00004.safetensors")"));
   for (int i = 1; i <= 4; ++i) {
-    EXPECT_TRUE(fs::exists(
-        dir_ / ("model-0000" + std::to_string(i) + "-of-00004.safetensors")));
+    EXPECT_TRUE(fs::exists(dir_ / ("model-0000" + std::to_string(i) + "-of-00004.safetensors")));
   }
   EXPECT_FALSE(fs::exists(dir_ / kSafetensorsFileName));
 
   absl::StatusOr<TensorMap> read = LoadSafetensorsDir(dir_);
   ASSERT_TRUE(read.ok()) << read.status();
   ASSERT_EQ(read->size(), tensors.size());
-  for (const auto& [name, tensor] : tensors)
-    ExpectBitIdentical(read->at(name), tensor);
+  for (const auto& [name, tensor] : tensors) ExpectBitIdentical(read->at(name), tensor);
 
   read = LoadSafetensorsDir(dir_, torch::kFloat);
   ASSERT_TRUE(read.ok()) << read.status();
@@ -387,19 +363,13 @@ TEST_F(SafetensorsTest, WriteDirRejectsNonPositiveShardSize) {
 class SafetensorsIndexTest : public SafetensorsTest {
  protected:
   void WriteShardsAndIndex(const std::string& weight_map) {
-    ASSERT_TRUE(
-        WriteSafetensorsFile(dir_ / "s1.safetensors", {{"a", torch::ones({2})}})
-            .ok());
-    ASSERT_TRUE(
-        WriteSafetensorsFile(dir_ / "s2.safetensors", {{"b", torch::ones({3})}})
-            .ok());
+    ASSERT_TRUE(WriteSafetensorsFile(dir_ / "s1.safetensors", {{"a", torch::ones({2})}}).ok());
+    ASSERT_TRUE(WriteSafetensorsFile(dir_ / "s2.safetensors", {{"b", torch::ones({3})}}).ok());
     WriteFile(dir_ / kSafetensorsIndexFileName,
-              R"({"metadata": {"total_size": 20}, "weight_map": )" +
-                  weight_map + "}");
+              R"({"metadata": {"total_size": 20}, "weight_map": )" + weight_map + "}");
   }
 
-  void ExpectLoadError(absl::StatusCode code,
-                       const std::vector<std::string>& substrings) {
+  void ExpectLoadError(absl::StatusCode code, const std::vector<std::string>& substrings) {
     absl::StatusOr<TensorMap> read = LoadSafetensorsDir(dir_);
     ASSERT_FALSE(read.ok());
     EXPECT_EQ(read.status().code(), code) << read.status();
@@ -417,8 +387,7 @@ TEST_F(SafetensorsIndexTest, LoadsShardsListedByIndex) {
 }
 
 TEST_F(SafetensorsIndexTest, MissingIndexAndModelFileIsNotFound) {
-  ExpectLoadError(absl::StatusCode::kNotFound,
-                  {dir_.string(), "model.safetensors.index.json"});
+  ExpectLoadError(absl::StatusCode::kNotFound, {dir_.string(), "model.safetensors.index.json"});
 }
 
 TEST_F(SafetensorsIndexTest, MissingShardFileIsNotFound) {
@@ -428,54 +397,44 @@ TEST_F(SafetensorsIndexTest, MissingShardFileIsNotFound) {
 }
 
 TEST_F(SafetensorsIndexTest, TensorListedButMissingFromShardIsDataLoss) {
-  WriteShardsAndIndex(
-      R"({"a": "s1.safetensors", "b": "s2.safetensors", "c": "s2.safetensors"})");
+  WriteShardsAndIndex(R"({"a": "s1.safetensors", "b": "s2.safetensors", "c": "s2.safetensors"})");
   ExpectLoadError(absl::StatusCode::kDataLoss,
                   {"s2.safetensors", "tensor 'c' listed in", "missing"});
 }
 
 TEST_F(SafetensorsIndexTest, UnexpectedTensorInShardIsDataLoss) {
   WriteShardsAndIndex(R"({"a": "s1.safetensors"})");
-  ASSERT_TRUE(WriteSafetensorsFile(
-                  dir_ / "s1.safetensors",
-                  {{"a", torch::ones({2})}, {"extra", torch::ones({1})}})
+  ASSERT_TRUE(WriteSafetensorsFile(dir_ / "s1.safetensors",
+                                   {{"a", torch::ones({2})}, {"extra", torch::ones({1})}})
                   .ok());
-  ExpectLoadError(
-      absl::StatusCode::kDataLoss,
-      {"s1.safetensors", "tensor 'extra'", "not listed in the weight_map"});
+  ExpectLoadError(absl::StatusCode::kDataLoss,
+                  {"s1.safetensors", "tensor 'extra'", "not listed in the weight_map"});
 }
 
 TEST_F(SafetensorsIndexTest, TensorMappedToAnotherShardIsDataLoss) {
-  WriteShardsAndIndex(
-      R"({"a": "s1.safetensors", "b": "s2.safetensors", "c": "s1.safetensors"})");
-  ASSERT_TRUE(
-      WriteSafetensorsFile(dir_ / "s2.safetensors",
-                           {{"b", torch::ones({3})}, {"c", torch::ones({1})}})
-          .ok());
-  ExpectLoadError(
-      absl::StatusCode::kDataLoss,
-      {"s2.safetensors", "tensor 'c'", "is mapped to shard 's1.safetensors'"});
+  WriteShardsAndIndex(R"({"a": "s1.safetensors", "b": "s2.safetensors", "c": "s1.safetensors"})");
+  ASSERT_TRUE(WriteSafetensorsFile(dir_ / "s2.safetensors",
+                                   {{"b", torch::ones({3})}, {"c", torch::ones({1})}})
+                  .ok());
+  ExpectLoadError(absl::StatusCode::kDataLoss,
+                  {"s2.safetensors", "tensor 'c'", "is mapped to shard 's1.safetensors'"});
 }
 
 TEST_F(SafetensorsIndexTest, DuplicateTensorAcrossShardsIsDataLoss) {
   WriteShardsAndIndex(R"({"a": "s1.safetensors", "b": "s2.safetensors"})");
-  ASSERT_TRUE(
-      WriteSafetensorsFile(dir_ / "s2.safetensors",
-                           {{"a", torch::ones({2})}, {"b", torch::ones({3})}})
-          .ok());
-  ExpectLoadError(absl::StatusCode::kDataLoss,
-                  {"s2.safetensors",
-                   "tensor 'a' also appears in shard "
-                   "'s1.safetensors'"});
+  ASSERT_TRUE(WriteSafetensorsFile(dir_ / "s2.safetensors",
+                                   {{"a", torch::ones({2})}, {"b", torch::ones({3})}})
+                  .ok());
+  ExpectLoadError(absl::StatusCode::kDataLoss, {"s2.safetensors",
+                                                "tensor 'a' also appears in shard "
+                                                "'s1.safetensors'"});
 }
 
 TEST_F(SafetensorsIndexTest, MalformedIndexIsDataLoss) {
   WriteShardsAndIndex(R"(["not", "an", "object"])");
-  ExpectLoadError(absl::StatusCode::kDataLoss,
-                  {"model.safetensors.index.json", "weight_map"});
+  ExpectLoadError(absl::StatusCode::kDataLoss, {"model.safetensors.index.json", "weight_map"});
   WriteShardsAndIndex(R"({"a": "../s1.safetensors"})");
-  ExpectLoadError(absl::StatusCode::kDataLoss,
-                  {"tensor 'a'", "is not a shard file name"});
+  ExpectLoadError(absl::StatusCode::kDataLoss, {"tensor 'a'", "is not a shard file name"});
   WriteFile(dir_ / kSafetensorsIndexFileName, "{ not json");
   ExpectLoadError(absl::StatusCode::kDataLoss, {"not a JSON object"});
 }
@@ -483,8 +442,7 @@ TEST_F(SafetensorsIndexTest, MalformedIndexIsDataLoss) {
 TEST_F(SafetensorsIndexTest, MalformedShardReportsShardFile) {
   WriteShardsAndIndex(R"({"a": "s1.safetensors", "b": "s2.safetensors"})");
   WriteFile(dir_ / "s2.safetensors", "short");
-  ExpectLoadError(absl::StatusCode::kDataLoss,
-                  {"s2.safetensors", "shorter than the 8-byte"});
+  ExpectLoadError(absl::StatusCode::kDataLoss, {"s2.safetensors", "shorter than the 8-byte"});
 }
 
 }  // namespace
