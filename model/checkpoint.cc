@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -92,10 +93,49 @@ absl::StatusOr<std::shared_ptr<Transformer>> LoadModel(const std::filesystem::pa
   if (absl::Status s = ValidateModelOptions(options); !s.ok()) return s;
   absl::StatusOr<ModelConfig> config = LoadConfig(dir);
   if (!config.ok()) return config.status();
-  absl::StatusOr<TensorMap> tensors = LoadSafetensorsDir(dir, options.compute_dtype);
-  if (!tensors.ok()) return tensors.status();
-  auto model = std::make_shared<Transformer>(*config, options);
-  if (absl::Status s = LoadStateDict(*model, *tensors, dir.string()); !s.ok()) return s;
+  std::shared_ptr<Transformer> model;
+  try {
+    model = std::make_shared<Transformer>(*config, options);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat(dir.string(), ": cannot build the model: ", e.what_without_backtrace()));
+  }
+  // The file is read straight into the parameters (no TensorMap of copies beside them), so the
+  // load peaks at the model's own size: a generator's resident memory is then its weights and
+  // KV pool, not twice the weights.
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> parameters;
+  for (const auto& item : model->named_parameters()) {
+    parameters.emplace(item.key(), item.value().detach());
+  }
+  std::set<std::string> loaded;
+  const std::string source = dir.string();
+  absl::Status read = ReadSafetensorsDirInto(
+      dir, [&](const SafetensorsEntry& entry) -> absl::StatusOr<torch::Tensor> {
+        auto found = parameters.find(entry.name);
+        if (found == parameters.end()) {
+          if (IsIgnorableCheckpointTensor(entry.name, *model)) return torch::Tensor();
+          return absl::InvalidArgumentError(
+              absl::StrCat(source, ": unexpected tensor '", entry.name,
+                           "' (not a parameter of this architecture)"));
+        }
+        if (found->second.sizes().vec() != entry.shape) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(source, ": tensor '", entry.name, "' has shape ", c10::str(entry.shape),
+                           ", the model config expects ", c10::str(found->second.sizes())));
+        }
+        if (!loaded.insert(entry.name).second) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(source, ": tensor '", entry.name, "' appears twice"));
+        }
+        return found->second;
+      });
+  if (!read.ok()) return read;
+  for (const auto& [name, parameter] : parameters) {
+    if (!loaded.count(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(source, ": tensor '", name, "' is missing"));
+    }
+  }
   return model;
 }
 

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "model/mapped_file.h"
 
 namespace lockstep {
 namespace {
@@ -67,55 +68,6 @@ absl::Status ErrnoError(int error_number, const fs::path& path, const char* acti
   return absl::ErrnoToStatus(error_number, absl::StrCat(path.string(), ": cannot ", action));
 }
 
-// A read-only private mapping of a whole file, unmapped on destruction. A file
-// truncated by another process while mapped would raise SIGBUS on access; files
-// being loaded must not be rewritten in place (the writers here always rename a
-// new file into place instead).
-class MappedFile {
- public:
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const fs::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoError(errno, path, "open");
-    struct stat info;
-    if (::fstat(fd, &info) != 0) {
-      const int error_number = errno;
-      ::close(fd);
-      return ErrnoError(error_number, path, "stat");
-    }
-    if (!S_ISREG(info.st_mode)) {
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(path.string(), ": not a regular file"));
-    }
-    auto file = std::unique_ptr<MappedFile>(new MappedFile());
-    file->size_ = static_cast<size_t>(info.st_size);
-    if (file->size_ > 0) {
-      void* data = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (data == MAP_FAILED) {
-        const int error_number = errno;
-        ::close(fd);
-        file->size_ = 0;
-        return ErrnoError(error_number, path, "mmap");
-      }
-      file->data_ = static_cast<const char*>(data);
-    }
-    ::close(fd);  // The mapping stays valid without the descriptor.
-    return file;
-  }
-
-  ~MappedFile() {
-    if (size_ > 0) ::munmap(const_cast<char*>(data_), size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  std::string_view bytes() const { return std::string_view(data_, size_); }
-
- private:
-  MappedFile() = default;
-  const char* data_ = nullptr;
-  size_t size_ = 0;
-};
-
 // A mapped safetensors file with its validated header.
 struct MappedSafetensors {
   fs::path path;
@@ -140,25 +92,69 @@ absl::Status CheckConversionDtype(std::optional<torch::Dtype> convert_floats_to)
   return absl::OkStatus();
 }
 
+// Bytes copied out of a mapping between two releases of its pages (see MappedFile::Release).
+constexpr int64_t kCopyChunkBytes = int64_t{8} << 20;
+
+// Copies `entry` out of the mapping into `destination` (contiguous CPU, entry.NumElements()
+// elements; floating entries may be converted to a floating destination dtype, others must
+// match), 8 MiB at a time, releasing each piece's file pages once it is copied.
+absl::Status CopyEntryInto(const MappedSafetensors& mapped, const SafetensorsEntry& entry,
+                           const torch::Tensor& destination) {
+  const std::string where = absl::StrCat(mapped.path.string(), ": tensor '", entry.name, "'");
+  if (!destination.defined() || !destination.is_cpu() || !destination.is_contiguous() ||
+      destination.numel() != entry.NumElements()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": the destination is not a contiguous CPU tensor of ",
+                     entry.NumElements(), " elements"));
+  }
+  // BOOL is read as bytes and then compared with 0: a byte other than 0 or 1 in a file must not
+  // become an invalid bool value.
+  const bool is_bool = entry.dtype == SafetensorsDtype::kBool;
+  const torch::Dtype file_dtype = is_bool ? torch::kByte : ToTorchDtype(entry.dtype);
+  const bool converts = destination.scalar_type() != (is_bool ? torch::kBool : file_dtype);
+  if (converts && !(IsFloatingSafetensorsDtype(entry.dtype) &&
+                    c10::isFloatingType(destination.scalar_type()))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, " is ", std::string(SafetensorsDtypeName(entry.dtype)),
+                     ", the destination ", c10::toString(destination.scalar_type())));
+  }
+  try {
+    const int64_t element_bytes = static_cast<int64_t>(c10::elementSize(file_dtype));
+    const int64_t chunk = std::max<int64_t>(1, kCopyChunkBytes / element_bytes);
+    const size_t base = mapped.header.data_offset + static_cast<size_t>(entry.begin);
+    torch::Tensor flat = destination.view({-1});
+    for (int64_t first = 0; first < entry.NumElements(); first += chunk) {
+      const int64_t count = std::min(chunk, entry.NumElements() - first);
+      const size_t offset = base + static_cast<size_t>(first * element_bytes);
+      void* source = const_cast<char*>(mapped.file->bytes().data() + offset);
+      torch::Tensor piece = torch::from_blob(source, {count}, torch::dtype(file_dtype));
+      torch::Tensor target = flat.narrow(0, first, count);
+      if (is_bool) {
+        target.copy_(piece.ne(0));
+      } else if (converts) {
+        target.copy_(piece);
+      } else {
+        std::memcpy(target.data_ptr(), source, static_cast<size_t>(count * element_bytes));
+      }
+      mapped.file->Release(offset, static_cast<size_t>(count * element_bytes));
+    }
+    return absl::OkStatus();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(where, ": ", e.what_without_backtrace()));
+  }
+}
+
 // Copies one tensor out of the mapping into memory the returned tensor owns.
 absl::StatusOr<torch::Tensor> CopyTensor(const MappedSafetensors& mapped,
                                          const SafetensorsEntry& entry,
                                          std::optional<torch::Dtype> convert_floats_to) {
+  torch::Dtype dtype = ToTorchDtype(entry.dtype);
+  if (convert_floats_to && IsFloatingSafetensorsDtype(entry.dtype)) {
+    dtype = *convert_floats_to;
+  }
+  torch::Tensor tensor;
   try {
-    // BOOL is copied as bytes and then compared with 0: a byte other than 0 or
-    // 1 in a file must not become an invalid bool value.
-    const bool is_bool = entry.dtype == SafetensorsDtype::kBool;
-    torch::Tensor tensor =
-        torch::empty(entry.shape, torch::dtype(is_bool ? torch::kByte : ToTorchDtype(entry.dtype)));
-    if (entry.NumBytes() > 0) {
-      const char* source = mapped.file->bytes().data() + mapped.header.data_offset + entry.begin;
-      std::memcpy(tensor.data_ptr(), source, static_cast<size_t>(entry.NumBytes()));
-    }
-    if (is_bool) tensor = tensor.ne(0);
-    if (convert_floats_to && IsFloatingSafetensorsDtype(entry.dtype)) {
-      tensor = tensor.to(*convert_floats_to);
-    }
-    return tensor;
+    tensor = torch::empty(entry.shape, torch::dtype(dtype));
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(mapped.path.string(), ": tensor '", entry.name,
                                             "': ", e.what_without_backtrace()));
@@ -166,6 +162,8 @@ absl::StatusOr<torch::Tensor> CopyTensor(const MappedSafetensors& mapped,
     return absl::ResourceExhaustedError(
         absl::StrCat(mapped.path.string(), ": tensor '", entry.name, "': out of memory"));
   }
+  if (absl::Status s = CopyEntryInto(mapped, entry, tensor); !s.ok()) return s;
+  return tensor;
 }
 
 absl::Status CopyAllTensors(const MappedSafetensors& mapped,
@@ -208,9 +206,9 @@ absl::StatusOr<std::map<std::string, std::string>> ReadWeightMap(const fs::path&
   return shard_of;
 }
 
-// Loads the shards listed by the index at `index_path`; see LoadSafetensorsDir.
-absl::StatusOr<TensorMap> LoadShards(const fs::path& index_path,
-                                     std::optional<torch::Dtype> convert_floats_to) {
+// Opens the shards listed by the index at `index_path` and checks them against it (see
+// LoadSafetensorsDir); no tensor data is read.
+absl::StatusOr<std::vector<MappedSafetensors>> OpenShards(const fs::path& index_path) {
   absl::StatusOr<std::map<std::string, std::string>> shard_of = ReadWeightMap(index_path);
   if (!shard_of.ok()) return shard_of.status();
   const std::string index_name = index_path.string();
@@ -267,13 +265,25 @@ absl::StatusOr<TensorMap> LoadShards(const fs::path& index_path,
                                               " is missing from this shard"));
     }
   }
-  TensorMap tensors;
-  for (const MappedSafetensors& mapped : shards) {
-    if (absl::Status status = CopyAllTensors(mapped, convert_floats_to, tensors); !status.ok()) {
-      return status;
-    }
+  return shards;
+}
+
+// The files of a checkpoint folder, opened and validated: `model.safetensors` if present
+// (Hugging Face's precedence), else the shards of `model.safetensors.index.json`.
+absl::StatusOr<std::vector<MappedSafetensors>> OpenCheckpointFiles(const fs::path& dir) {
+  std::error_code error;
+  const fs::path single = dir / kSafetensorsFileName;
+  if (fs::exists(single, error)) {
+    absl::StatusOr<MappedSafetensors> mapped = OpenSafetensors(single);
+    if (!mapped.ok()) return mapped.status();
+    std::vector<MappedSafetensors> files;
+    files.push_back(*std::move(mapped));
+    return files;
   }
-  return tensors;
+  const fs::path index = dir / kSafetensorsIndexFileName;
+  if (fs::exists(index, error)) return OpenShards(index);
+  return absl::NotFoundError(absl::StrCat(dir.string(), ": neither ", kSafetensorsFileName, " nor ",
+                                          kSafetensorsIndexFileName, " exists"));
 }
 
 // Writes all of `size` bytes, retrying short writes and EINTR.
@@ -401,15 +411,30 @@ absl::StatusOr<TensorMap> LoadSafetensorsDir(const fs::path& dir,
   if (absl::Status status = CheckConversionDtype(convert_floats_to); !status.ok()) {
     return status;
   }
-  std::error_code error;
-  const fs::path single = dir / kSafetensorsFileName;
-  if (fs::exists(single, error)) {
-    return ReadSafetensorsFile(single, convert_floats_to);
+  absl::StatusOr<std::vector<MappedSafetensors>> files = OpenCheckpointFiles(dir);
+  if (!files.ok()) return files.status();
+  TensorMap tensors;
+  for (const MappedSafetensors& mapped : *files) {
+    if (absl::Status status = CopyAllTensors(mapped, convert_floats_to, tensors); !status.ok()) {
+      return status;
+    }
   }
-  const fs::path index = dir / kSafetensorsIndexFileName;
-  if (fs::exists(index, error)) return LoadShards(index, convert_floats_to);
-  return absl::NotFoundError(absl::StrCat(dir.string(), ": neither ", kSafetensorsFileName, " nor ",
-                                          kSafetensorsIndexFileName, " exists"));
+  return tensors;
+}
+
+absl::Status ReadSafetensorsDirInto(const fs::path& dir,
+                                    const SafetensorsDestination& destination) {
+  absl::StatusOr<std::vector<MappedSafetensors>> files = OpenCheckpointFiles(dir);
+  if (!files.ok()) return files.status();
+  for (const MappedSafetensors& mapped : *files) {
+    for (const SafetensorsEntry& entry : mapped.header.entries) {
+      absl::StatusOr<torch::Tensor> target = destination(entry);
+      if (!target.ok()) return target.status();
+      if (!target->defined()) continue;
+      if (absl::Status s = CopyEntryInto(mapped, entry, *target); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WriteSafetensorsFile(const fs::path& path, const TensorMap& tensors,

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -76,6 +77,21 @@ absl::StatusOr<TensorMap> ReadSafetensorsFile(
 // `convert_floats_to` as above.
 absl::StatusOr<TensorMap> LoadSafetensorsDir(
     const std::filesystem::path& dir, std::optional<torch::Dtype> convert_floats_to = std::nullopt);
+
+// Where ReadSafetensorsDirInto puts one tensor of a checkpoint: a contiguous CPU tensor of
+// entry.NumElements() elements (a floating entry is converted to a floating destination dtype;
+// other entries must match it exactly), an undefined tensor to skip the entry, or an error, which
+// ends the read and is returned as it is.
+using SafetensorsDestination =
+    std::function<absl::StatusOr<torch::Tensor>(const SafetensorsEntry& entry)>;
+
+// Reads the checkpoint folder `dir` (the files and checks of LoadSafetensorsDir) straight into
+// the caller's tensors, entry by entry in file order, without building a TensorMap: the file is
+// copied out 8 MiB at a time and each piece's pages leave the resident set once copied, so a
+// load costs the destinations' memory and no more. On an error, destinations already filled
+// keep what was copied.
+absl::Status ReadSafetensorsDirInto(const std::filesystem::path& dir,
+                                    const SafetensorsDestination& destination);
 
 // Writes `tensors` to `path` in their own dtypes (a contiguous CPU copy is made
 // per tensor, one at a time, so GPU tensors need no extra device memory). The

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <string>
@@ -327,6 +328,86 @@ TEST_F(SafetensorsTest, ShardedDirRoundTripsWithHuggingFaceIndex) {
   read = LoadSafetensorsDir(dir_, torch::kFloat);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->at("layer.1.weight").scalar_type(), torch::kFloat);
+}
+
+// ReadSafetensorsDirInto: every entry lands in the caller's tensor bit for bit (single file and
+// shards, every dtype), floating entries convert, skipped entries stay untouched.
+TEST_F(SafetensorsTest, ReadIntoFillsCallerTensorsLikeLoadSafetensorsDir) {
+  for (const int64_t shard_bytes : {int64_t{1} << 30, int64_t{40}}) {
+    const TensorMap tensors = AllDtypeTensors();
+    ASSERT_TRUE(WriteSafetensorsDir(dir_, tensors, shard_bytes).ok());
+    TensorMap filled;
+    std::vector<std::string> visited;
+    absl::Status s = ReadSafetensorsDirInto(
+        dir_, [&](const SafetensorsEntry& entry) -> absl::StatusOr<torch::Tensor> {
+          visited.push_back(entry.name);
+          if (entry.name == "i16") return torch::Tensor();  // skipped
+          const torch::Tensor& like = tensors.at(entry.name);
+          filled[entry.name] = torch::full(like.sizes(), 7, like.options());
+          return filled[entry.name];
+        });
+    ASSERT_TRUE(s.ok()) << s;
+    EXPECT_EQ(visited.size(), tensors.size()) << "shard bytes " << shard_bytes;
+    EXPECT_EQ(filled.count("i16"), 0u);
+    for (const auto& [name, tensor] : filled) ExpectBitIdentical(tensor, tensors.at(name));
+  }
+
+  // bf16 on disk into a float32 destination: the same values as LoadSafetensorsDir converts to.
+  TensorMap half = {{"w", torch::randn({3, 1000}).to(torch::kBFloat16)}};
+  ASSERT_TRUE(WriteSafetensorsDir(dir_, half, int64_t{1} << 30).ok());
+  torch::Tensor into = torch::empty({3, 1000});
+  ASSERT_TRUE(ReadSafetensorsDirInto(dir_, [&](const SafetensorsEntry&) {
+                return absl::StatusOr<torch::Tensor>(into);
+              }).ok());
+  ExpectBitIdentical(into, half.at("w").to(torch::kFloat));
+}
+
+// A tensor larger than one 8 MiB copy chunk arrives whole (the chunk boundaries are invisible).
+TEST_F(SafetensorsTest, ReadIntoCopiesTensorsLargerThanOneChunk) {
+  const torch::Tensor big = torch::randn({3, (int64_t{9} << 20) / 4 + 5});  // ~27 MiB
+  ASSERT_TRUE(WriteSafetensorsDir(dir_, {{"big", big}}, int64_t{1} << 30).ok());
+  torch::Tensor into = torch::zeros_like(big);
+  ASSERT_TRUE(ReadSafetensorsDirInto(dir_, [&](const SafetensorsEntry&) {
+                return absl::StatusOr<torch::Tensor>(into);
+              }).ok());
+  ExpectBitIdentical(into, big);
+}
+
+TEST_F(SafetensorsTest, ReadIntoRejectsUnusableDestinationsAndPassesCallerErrors) {
+  ASSERT_TRUE(WriteSafetensorsDir(dir_, {{"ids", torch::arange(6)}, {"w", torch::ones({2, 3})}},
+                                  int64_t{1} << 30)
+                  .ok());
+  auto read_with = [&](std::function<torch::Tensor(const SafetensorsEntry&)> make) {
+    return ReadSafetensorsDirInto(dir_, [&](const SafetensorsEntry& entry) {
+      return absl::StatusOr<torch::Tensor>(make(entry));
+    });
+  };
+  // An integer entry is never converted.
+  absl::Status s = read_with([](const SafetensorsEntry& e) {
+    return e.name == "ids" ? torch::zeros({6}) : torch::Tensor();
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("tensor 'ids'"), HasSubstr("I64")));
+  // The element count must match; a non-contiguous destination is refused.
+  s = read_with([](const SafetensorsEntry& e) {
+    return e.name == "w" ? torch::zeros({7}) : torch::Tensor();
+  });
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("tensor 'w'"), HasSubstr("6 elements")));
+  s = read_with([](const SafetensorsEntry& e) {
+    return e.name == "w" ? torch::zeros({3, 2}).t() : torch::Tensor();
+  });
+  EXPECT_THAT(s.message(), HasSubstr("not a contiguous CPU tensor"));
+  // The caller's own error ends the read unchanged.
+  s = ReadSafetensorsDirInto(dir_, [](const SafetensorsEntry& e) -> absl::StatusOr<torch::Tensor> {
+    return absl::FailedPreconditionError("no room for " + e.name);
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("no room for"));
+  // A folder without a checkpoint is NotFound, as for LoadSafetensorsDir.
+  s = ReadSafetensorsDirInto(dir_ / "nothing", [](const SafetensorsEntry&) {
+    return absl::StatusOr<torch::Tensor>(torch::Tensor());
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(SafetensorsTest, RewritingDirRemovesStaleCheckpointFiles) {
