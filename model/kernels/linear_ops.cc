@@ -2,6 +2,9 @@
 
 #include <ATen/Parallel.h>
 
+#include <mutex>
+#include <set>
+
 #include "model/kernels/linear_cpu.h"
 
 namespace lockstep::kernels {
@@ -71,6 +74,16 @@ torch::Tensor BatchInvariantLinear(const torch::Tensor& x, const torch::Tensor& 
   c10::optional<torch::Tensor> maybe_bias;
   if (bias.defined()) maybe_bias = bias;
   return LinearFunction::apply(x, weight, maybe_bias);
+}
+
+int KernelThreads(int64_t num_items) {
+  std::mutex mu;
+  std::set<int> seen;
+  at::parallel_for(0, num_items, 1, [&](int64_t, int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.insert(at::get_thread_num());
+  });
+  return static_cast<int>(seen.size());
 }
 
 }  // namespace lockstep::kernels

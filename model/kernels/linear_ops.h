@@ -12,6 +12,11 @@ namespace lockstep::kernels {
 torch::Tensor BatchInvariantLinear(const torch::Tensor& x, const torch::Tensor& weight,
                                    const torch::Tensor& bias);
 
+// How many threads the kernels' at::parallel_for spreads `num_items` >= 2 items over right now:
+// at most at::get_num_threads(), and 1 if the kernel glue was built without OpenMP (then every
+// tile runs on the calling thread). For tests and benchmarks.
+int KernelThreads(int64_t num_items = 64);
+
 }  // namespace lockstep::kernels
 
 #endif  // LOCKSTEP_MODEL_KERNELS_LINEAR_OPS_H_
