@@ -5,14 +5,16 @@
 //
 // One run does everything: it writes a random model (CreateRandomModel + SaveModel) into a
 // temporary directory, then runs each measurement in a fresh child process so that each one's
-// peak RSS is its own: this program once per numeric mode (--worker MODE: the same random model,
-// an Engine, every batch size) and reference_generate.py (python3, torch CPU, same thread count,
-// the weights read from the saved model.safetensors) at the ratio batch. Prints a table and
-// writes JSON (keys in bench/README.md).
+// peak RSS is its own: this program once per numeric mode (--worker MODE: the saved model loaded
+// with LoadModel as the generator service loads it, an Engine, every batch size) and
+// reference_generate.py (python3, torch CPU, same thread count, the weights read from the saved
+// model.safetensors) at the ratio batch. Prints a table and writes JSON (keys in bench/README.md).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -25,6 +27,7 @@
 #include "generator/block_manager.h"
 #include "generator/engine.h"
 #include "model/checkpoint.h"
+#include "model/kernels/linear_ops.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep::bench {
@@ -40,8 +43,9 @@ struct Flags {
   int64_t ratio_batch = 8, prompt_len = 32, max_tokens = 64, block_size = 16;
   uint64_t model_seed = 0;
   int threads = 0;
-  // Worker mode (internal): run one numeric mode and write its JSON here.
-  std::string worker_mode, worker_out;
+  // Worker mode (internal): run one numeric mode on the model in worker_model_dir and write its
+  // JSON to worker_out.
+  std::string worker_mode, worker_out, worker_model_dir;
 };
 
 int Fail(const absl::Status& status) {
@@ -95,6 +99,44 @@ double MatmulFloorSeconds(const Transformer& model, int64_t batch) {
   return best;
 }
 
+// Seconds to read every weight of `model` once (a streaming sum over each parameter's floats,
+// 8 independent partial sums, best of 5 passes after one warm-up): a decode step reads all of
+// them, so batch / this is the most decode tokens per second any implementation can reach on
+// this machine's memory bandwidth at this moment (the weights do not fit in cache).
+double WeightStreamSeconds(const Transformer& model) {
+  std::vector<std::pair<const float*, int64_t>> spans;
+  for (const auto& [name, tensor] : StateDict(model)) {
+    spans.emplace_back(tensor.data_ptr<float>(), tensor.numel());
+  }
+  double best = 1e30;
+  volatile float sink = 0;
+  for (int run = 0; run < 6; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    // Eight independent 4-float vector sums (plain SSE, no ISA flags needed), two cache lines an
+    // iteration: far more adds per cycle than memory delivers, so this measures the memory.
+    using Vec4 = float __attribute__((vector_size(16)));
+    Vec4 partial[8] = {};
+    for (const auto& [data, count] : spans) {
+      int64_t i = 0;
+      for (; i + 32 <= count; i += 32) {
+        for (int v = 0; v < 8; ++v) {
+          Vec4 chunk;
+          std::memcpy(&chunk, data + i + 4 * v, sizeof(chunk));
+          partial[v] += chunk;
+        }
+      }
+      for (; i < count; ++i) partial[0][0] += data[i];
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const Vec4 total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+                       ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+    sink = sink + total[0] + total[3];
+    if (run > 0) best = std::min(best, seconds);
+  }
+  return best;
+}
+
 // --worker MODE: one numeric mode, every batch size, one JSON file.
 int RunWorker(const Flags& flags, const ModelConfig& config) {
   ModelOptions options;
@@ -104,7 +146,11 @@ int RunWorker(const Flags& flags, const ModelConfig& config) {
   // Resident before any model exists: mostly LibTorch's shared libraries, mapped and relocated.
   absl::StatusOr<double> baseline = ProcStatusMib("VmRSS");
   if (!baseline.ok()) return Fail(baseline.status());
-  std::shared_ptr<Transformer> model = CreateRandomModel(config, flags.model_seed, options);
+  // Loaded from disk as `lockstep serve generator --model DIR` loads it, so that the peak is
+  // the service's own.
+  absl::StatusOr<std::shared_ptr<Transformer>> loaded = LoadModel(flags.worker_model_dir, options);
+  if (!loaded.ok()) return Fail(loaded.status());
+  std::shared_ptr<Transformer> model = *std::move(loaded);
   const int64_t max_batch = *std::max_element(flags.batches.begin(), flags.batches.end());
   generator::EngineOptions engine_options;
   engine_options.block_size = flags.block_size;
@@ -123,6 +169,7 @@ int RunWorker(const Flags& flags, const ModelConfig& config) {
 
   nlohmann::json json = {{"mode", flags.worker_mode},
                          {"threads", torch::get_num_threads()},
+                         {"kernel_threads", kernels::KernelThreads()},
                          {"kv_blocks", (*engine)->block_manager().num_blocks()}};
   for (int64_t batch : flags.batches) {
     absl::StatusOr<WorkloadResult> result =
@@ -152,6 +199,9 @@ int RunWorker(const Flags& flags, const ModelConfig& config) {
       json["matmul_floor_decode_tokens_per_cpu_s"][std::to_string(batch)] =
           batch / MatmulFloorSeconds(*model, batch);
     }
+    const double stream_seconds = WeightStreamSeconds(*model);
+    json["weight_stream_seconds"] = stream_seconds;
+    json["weight_stream_gbps"] = config.NumParameters() * sizeof(float) / stream_seconds / 1e9;
   }
   if (!peak.ok()) return Fail(peak.status());
   json["peak_rss_mb"] = *peak;
@@ -221,12 +271,27 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   std::map<std::string, nlohmann::json> workers;
   for (const std::string& mode : modes) {
     const std::filesystem::path out = dir->path() / (mode + ".json");
-    absl::Status s = RunChildProcess(
-        {self, "--worker", mode, "--worker-out", out.string(), "--preset", flags.preset,
-         "--batches", batches_text, "--prompt-len", std::to_string(flags.prompt_len),
-         "--max-tokens", std::to_string(flags.max_tokens), "--block-size",
-         std::to_string(flags.block_size), "--model-seed", std::to_string(flags.model_seed),
-         "--threads", std::to_string(threads)});
+    absl::Status s = RunChildProcess({self,
+                                      "--worker",
+                                      mode,
+                                      "--worker-out",
+                                      out.string(),
+                                      "--worker-model-dir",
+                                      model_dir.string(),
+                                      "--preset",
+                                      flags.preset,
+                                      "--batches",
+                                      batches_text,
+                                      "--prompt-len",
+                                      std::to_string(flags.prompt_len),
+                                      "--max-tokens",
+                                      std::to_string(flags.max_tokens),
+                                      "--block-size",
+                                      std::to_string(flags.block_size),
+                                      "--model-seed",
+                                      std::to_string(flags.model_seed),
+                                      "--threads",
+                                      std::to_string(threads)});
     if (!s.ok()) return Fail(s);
     absl::StatusOr<nlohmann::json> json = ReadJson(out);
     if (!json.ok()) return Fail(json.status());
@@ -289,7 +354,14 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
     json[absl::StrCat("matmul_floor_decode_tokens_per_cpu_s_b", batch)] =
         workers["fast"]["matmul_floor_decode_tokens_per_cpu_s"][std::to_string(batch)];
   }
+  // The memory floor: every decode step reads all the weights once.
+  const double stream_seconds = workers["fast"]["weight_stream_seconds"].get<double>();
+  json["weight_stream_gbps"] = workers["fast"]["weight_stream_gbps"];
+  for (int64_t batch : flags.batches) {
+    json[absl::StrCat("roofline_decode_tokens_per_s_b", batch)] = batch / stream_seconds;
+  }
   json["python_threads"] = (*python)["threads"];
+  json["kernel_threads"] = workers["fast"]["kernel_threads"];
   json["python_torch_version"] = (*python)["torch_version"];
 
   for (const char* unit : {"decode_tokens_per_s", "decode_tokens_per_cpu_s"}) {
@@ -299,6 +371,7 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
     std::printf("\n");
     std::vector<std::string> rows = {"fast", "batch_invariant", "python"};
     if (cpu) rows.push_back("matmul_floor");
+    if (!cpu) rows.push_back("roofline");
     for (const std::string& mode : rows) {
       std::printf("    %-38s",
                   mode == "python"
@@ -306,9 +379,12 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
                                      (*python)["torch_version"].get<std::string>(), ")")
                             .c_str()
                   : mode == "matmul_floor" ? "matmuls only (LibTorch, no attention)"
+                  : mode == "roofline"     ? "memory floor (weights read once a step)"
                                            : (mode + " (engine)").c_str());
       for (int64_t batch : flags.batches) {
-        const std::string key = absl::StrCat(mode, "_", unit, "_b", batch);
+        const std::string key = mode == "roofline"
+                                    ? absl::StrCat("roofline_decode_tokens_per_s_b", batch)
+                                    : absl::StrCat(mode, "_", unit, "_b", batch);
         if (json.contains(key)) {
           std::printf(" %10.1f", json[key].get<double>());
         } else {
@@ -349,6 +425,12 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   json["bi_vs_fast" + rb + "_cpu"] = bi_vs_fast_cpu;
   json["vs_python" + rb + "_cpu"] = vs_python_cpu;
   json["python_greedy_token_agreement" + rb] = agreement;
+  // The largest vs_python any engine could show in this run: the memory floor over Python.
+  const double roofline_vs_python = json["roofline_decode_tokens_per_s" + rb].get<double>() /
+                                    rate("python", "decode_tokens_per_s");
+  json["roofline_vs_python" + rb] = roofline_vs_python;
+  json["fast_vs_roofline" + rb] =
+      rate("fast", "decode_tokens_per_s") / json["roofline_decode_tokens_per_s" + rb].get<double>();
   json["peak_rss_mb"] = peak;
   json["peak_rss_mb_fast"] = peak_fast;
   json["peak_rss_mb_batch_invariant"] = peak_invariant;
@@ -377,6 +459,11 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   std::printf("  %-40s %10.3f  (target >= %.1f: %s; CPU time: %.3f; batch_invariant: %.3f)\n",
               ("vs_python" + rb + " (fast)").c_str(), vs_python, kVsPythonTarget,
               verdict(vs_python >= kVsPythonTarget), vs_python_cpu, vs_python_invariant);
+  std::printf(
+      "  %-40s %10.3f  (memory floor / python: the most any engine could show here; "
+      "weights streamed at %.1f GB/s; fast engine at %.2f of the floor)\n",
+      ("roofline_vs_python" + rb).c_str(), roofline_vs_python,
+      json["weight_stream_gbps"].get<double>(), json["fast_vs_roofline" + rb].get<double>());
   std::printf("  %-40s %10.3f\n", ("python greedy token agreement" + rb).c_str(), agreement);
   std::printf("  %-40s %10.1f  (fast %.1f, batch_invariant %.1f)\n", "peak_rss_mb", peak, peak_fast,
               peak_invariant);
@@ -388,6 +475,8 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
       "same limit: %s)\n",
       "peak_rss_above_baseline_mb", peak_above_baseline, json["baseline_rss_mb_fast"].get<double>(),
       verdict(peak_above_baseline <= peak_limit));
+  std::printf("  %-40s %10d  (threads the kernels' tiles ran on; intra-op threads %d)\n",
+              "kernel_threads", json["kernel_threads"].get<int>(), threads);
   std::printf("  %-40s %s -> %s\n", "load average (1, 5, 15 min)",
               json["load_average_at_start"].get<std::string>().c_str(),
               json["load_average_at_end"].get<std::string>().c_str());
@@ -429,6 +518,7 @@ int main(int argc, char** argv) {
   app.add_option("--worker", flags.worker_mode, "internal: run one numeric mode")
       ->check(CLI::IsMember({"fast", "batch_invariant"}));
   app.add_option("--worker-out", flags.worker_out, "internal: worker JSON output");
+  app.add_option("--worker-model-dir", flags.worker_model_dir, "internal: the model to load");
   CLI11_PARSE(app, argc, argv);
   if (flags.threads > 0) torch::set_num_threads(flags.threads);
   for (int64_t batch : flags.batches) {
