@@ -121,8 +121,9 @@ absl::StatusOr<std::shared_ptr<Transformer>> LoadModel(const std::filesystem::pa
         }
         if (found->second.sizes().vec() != entry.shape) {
           return absl::InvalidArgumentError(
-              absl::StrCat(source, ": tensor '", entry.name, "' has shape ", c10::str(entry.shape),
-                           ", the model config expects ", c10::str(found->second.sizes())));
+              absl::StrCat(source, ": tensor '", entry.name, "' has shape ",
+                           c10::str(c10::IntArrayRef(entry.shape)), ", the model config expects ",
+                           c10::str(found->second.sizes())));
         }
         if (!loaded.insert(entry.name).second) {
           return absl::InvalidArgumentError(

@@ -213,6 +213,42 @@ TEST_P(TransformerTest,
   EXPECT_THAT(s.message(), HasSubstr("'model.norm.weight' has shape"));
 }
 
+// LoadModel reads the file straight into the parameters; it reports the same three errors.
+TEST_P(TransformerTest, LoadModelNamesMissingUnexpectedAndMisshapedTensors) {
+  ModelConfig config = TinyConfig(GetParam());
+  auto model = CreateRandomModel(config, /*seed=*/8);
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) /
+      ("load_errors_" + std::to_string(static_cast<int>(GetParam())));
+  auto write = [&](const TensorMap& tensors) {
+    ASSERT_TRUE(SaveModel(*model, dir).ok());  // config.json
+    ASSERT_TRUE(WriteSafetensorsDir(dir, tensors, int64_t{1} << 30).ok());
+  };
+  TensorMap missing = StateDict(*model);
+  missing.erase("model.layers.1.mlp.up_proj.weight");
+  write(missing);
+  absl::StatusOr<std::shared_ptr<Transformer>> loaded = LoadModel(dir);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr("tensor 'model.layers.1.mlp.up_proj.weight' is missing"));
+
+  TensorMap extra = StateDict(*model);
+  extra["model.layers.9.mlp.up_proj.weight"] = torch::zeros({1});
+  write(extra);
+  loaded = LoadModel(dir);
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr("unexpected tensor 'model.layers.9.mlp.up_proj.weight'"));
+
+  TensorMap misshaped = StateDict(*model);
+  misshaped["model.norm.weight"] = torch::ones({config.hidden_size + 1});
+  write(misshaped);
+  loaded = LoadModel(dir);
+  EXPECT_THAT(loaded.status().message(),
+              HasSubstr("tensor 'model.norm.weight' has shape [" +
+                        std::to_string(config.hidden_size + 1) + "], the model config expects"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_P(TransformerTest, RejectsBadBatchesAndContexts) {
   ModelConfig config = TinyConfig(GetParam());
   auto model = CreateRandomModel(config, /*seed=*/9);
