@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -60,32 +61,71 @@ TensorMap StateDict(const Transformer& model) {
   return tensors;
 }
 
+namespace {
+
+// Matches checkpoint tensors to the model's parameters by name, for both LoadStateDict (a
+// TensorMap) and LoadModel (entries streamed from the file), so that both report the same
+// errors, each naming `source` and the tensor: unexpected, misshaped, twice, missing.
+class ParameterMatcher {
+ public:
+  ParameterMatcher(const Transformer& model, std::string source)
+      : model_(model), source_(std::move(source)) {
+    for (const auto& item : model.named_parameters()) {
+      parameters_.emplace(item.key(), item.value().detach());
+    }
+  }
+
+  // The parameter (detached, sharing its storage) that tensor `name` of `shape` loads into, or
+  // an undefined tensor for a tensor that is accepted and ignored.
+  absl::StatusOr<torch::Tensor> Match(const std::string& name, c10::IntArrayRef shape) {
+    auto found = parameters_.find(name);
+    if (found == parameters_.end()) {
+      if (IsIgnorableCheckpointTensor(name, model_)) return torch::Tensor();
+      return absl::InvalidArgumentError(absl::StrCat(source_, ": unexpected tensor '", name,
+                                                     "' (not a parameter of this architecture)"));
+    }
+    if (found->second.sizes() != shape) {
+      return absl::InvalidArgumentError(absl::StrCat(source_, ": tensor '", name, "' has shape ",
+                                                     c10::str(shape), ", the model config expects ",
+                                                     c10::str(found->second.sizes())));
+    }
+    if (!matched_.insert(name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_, ": tensor '", name, "' appears twice"));
+    }
+    return found->second;
+  }
+
+  // OK iff every parameter has been matched.
+  absl::Status CheckAllMatched() const {
+    for (const auto& [name, parameter] : parameters_) {
+      if (!matched_.count(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source_, ": tensor '", name, "' is missing"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const Transformer& model_;
+  const std::string source_;
+  std::map<std::string, torch::Tensor> parameters_;
+  std::set<std::string> matched_;
+};
+
+}  // namespace
+
 absl::Status LoadStateDict(Transformer& model, const TensorMap& tensors,
                            const std::string& source) {
   torch::NoGradGuard no_grad;
-  std::set<std::string> expected;
-  for (auto& item : model.named_parameters()) {
-    const std::string& name = item.key();
-    expected.insert(name);
-    auto found = tensors.find(name);
-    if (found == tensors.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": tensor '", name, "' is missing"));
-    }
-    torch::Tensor& p = item.value();
-    if (found->second.sizes() != p.sizes()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ": tensor '", name, "' has shape ", c10::str(found->second.sizes()),
-                       ", the model config expects ", c10::str(p.sizes())));
-    }
-    p.copy_(found->second);
-  }
+  ParameterMatcher matcher(model, source);
   for (const auto& [name, tensor] : tensors) {
-    if (!expected.count(name) && !IsIgnorableCheckpointTensor(name, model)) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": unexpected tensor '", name,
-                                                     "' (not a parameter of this architecture)"));
-    }
+    absl::StatusOr<torch::Tensor> parameter = matcher.Match(name, tensor.sizes());
+    if (!parameter.ok()) return parameter.status();
+    if (parameter->defined()) parameter->copy_(tensor);
   }
-  return absl::OkStatus();
+  return matcher.CheckAllMatched();
 }
 
 absl::StatusOr<std::shared_ptr<Transformer>> LoadModel(const std::filesystem::path& dir,
@@ -104,39 +144,11 @@ absl::StatusOr<std::shared_ptr<Transformer>> LoadModel(const std::filesystem::pa
   // load peaks at the model's own size: a generator's resident memory is then its weights and
   // KV pool, not twice the weights.
   torch::NoGradGuard no_grad;
-  std::map<std::string, torch::Tensor> parameters;
-  for (const auto& item : model->named_parameters()) {
-    parameters.emplace(item.key(), item.value().detach());
-  }
-  std::set<std::string> loaded;
-  const std::string source = dir.string();
+  ParameterMatcher matcher(*model, dir.string());
   absl::Status read = ReadSafetensorsDirInto(
-      dir, [&](const SafetensorsEntry& entry) -> absl::StatusOr<torch::Tensor> {
-        auto found = parameters.find(entry.name);
-        if (found == parameters.end()) {
-          if (IsIgnorableCheckpointTensor(entry.name, *model)) return torch::Tensor();
-          return absl::InvalidArgumentError(
-              absl::StrCat(source, ": unexpected tensor '", entry.name,
-                           "' (not a parameter of this architecture)"));
-        }
-        if (found->second.sizes().vec() != entry.shape) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(source, ": tensor '", entry.name, "' has shape ",
-                           c10::str(c10::IntArrayRef(entry.shape)), ", the model config expects ",
-                           c10::str(found->second.sizes())));
-        }
-        if (!loaded.insert(entry.name).second) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(source, ": tensor '", entry.name, "' appears twice"));
-        }
-        return found->second;
-      });
+      dir, [&](const SafetensorsEntry& entry) { return matcher.Match(entry.name, entry.shape); });
   if (!read.ok()) return read;
-  for (const auto& [name, parameter] : parameters) {
-    if (!loaded.count(name)) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": tensor '", name, "' is missing"));
-    }
-  }
+  if (absl::Status s = matcher.CheckAllMatched(); !s.ok()) return s;
   return model;
 }
 

@@ -24,6 +24,12 @@ ModelConfig TinyConfig(Architecture arch) {
 
 using ::lockstep::testing::RandomSequences;
 
+// A per-architecture folder under the test temp dir.
+std::filesystem::path TestDir(const std::string& prefix, Architecture arch) {
+  return std::filesystem::path(::testing::TempDir()) /
+         (prefix + std::to_string(static_cast<int>(arch)));
+}
+
 torch::Tensor TrainingLogits(Transformer& model,
                              const std::vector<std::vector<int64_t>>& seqs) {
   torch::NoGradGuard no_grad;
@@ -173,9 +179,7 @@ TEST_P(TransformerTest, GradientsReachEveryParameter) {
 TEST_P(TransformerTest, SaveAndLoadRoundTripIsExact) {
   ModelConfig config = TinyConfig(GetParam());
   auto model = CreateRandomModel(config, /*seed=*/7);
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) /
-      ("roundtrip_" + std::to_string(static_cast<int>(GetParam())));
+  const std::filesystem::path dir = TestDir("roundtrip_", GetParam());
   ASSERT_TRUE(SaveModel(*model, dir, /*max_shard_bytes=*/200000).ok());
   EXPECT_TRUE(std::filesystem::exists(
       dir / "model.safetensors.index.json"));  // sharded
@@ -217,9 +221,7 @@ TEST_P(TransformerTest,
 TEST_P(TransformerTest, LoadModelNamesMissingUnexpectedAndMisshapedTensors) {
   ModelConfig config = TinyConfig(GetParam());
   auto model = CreateRandomModel(config, /*seed=*/8);
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) /
-      ("load_errors_" + std::to_string(static_cast<int>(GetParam())));
+  const std::filesystem::path dir = TestDir("load_errors_", GetParam());
   auto write = [&](const TensorMap& tensors) {
     ASSERT_TRUE(SaveModel(*model, dir).ok());  // config.json
     ASSERT_TRUE(WriteSafetensorsDir(dir, tensors, int64_t{1} << 30).ok());
