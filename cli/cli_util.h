@@ -23,7 +23,7 @@ absl::StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text);
 struct ModelRunFlags {
   std::string model_dir;
   std::string mode = "fast";  // NumericMode name
-  int threads = 0;            // intra-op threads, 0 = LibTorch default
+  int threads = 0;            // intra-op threads, 0 = DefaultComputeThreads()
 };
 
 // Registers --model (required, existing directory), --mode and --threads on `command`.

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include <torch/torch.h>
+
 #include "absl/status/status.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
@@ -44,8 +46,9 @@ absl::Status RunServeGenerator(const ServeGeneratorFlags& flags) {
   service_options.weight_manifest = weight_sync::ManifestOf(StateDict(**model));
   service_options.weight_dtype = (*model)->options().compute_dtype;
   generator::GeneratorService service(&loop, service_options);
-  std::printf("generator: %s, %lld KV blocks, mode %s\n", flags.run.model_dir.c_str(),
-              static_cast<long long>(loop.status().num_kv_blocks), flags.run.mode.c_str());
+  std::printf("generator: %s, %lld KV blocks, mode %s, %d threads\n", flags.run.model_dir.c_str(),
+              static_cast<long long>(loop.status().num_kv_blocks), flags.run.mode.c_str(),
+              static_cast<int>(torch::get_num_threads()));
   // Streams still running at shutdown get a second to finish, then are cancelled (their
   // requests aborted); the loop joins its thread as it goes out of scope.
   return ServeUntilSignal(flags.serve, {&service}, "generator", stop_signals);

@@ -20,6 +20,8 @@
 #include <sstream>
 #include <string>
 
+#include <torch/torch.h>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/cli_util.h"
@@ -103,9 +105,11 @@ absl::Status RunServeTrainer(ServeTrainerFlags flags) {
   trainer::TrainerServiceOptions service_options;
   service_options.auth_token = *token;
   trainer::TrainerService service(trainer->get(), service_options);
-  std::printf("trainer: %s, %.1fM parameters, mode %s, step %lld, weight version %lld%s%s\n",
-              flags.run.model_dir.c_str(), (*model)->config().NumParameters() / 1e6,
-              NumericModeName(options->mode), static_cast<long long>((*trainer)->step()),
+  std::printf(
+      "trainer: %s, %.1fM parameters, mode %s, %d threads, step %lld, weight version %lld%s%s\n",
+      flags.run.model_dir.c_str(), (*model)->config().NumParameters() / 1e6,
+      NumericModeName(options->mode), static_cast<int>(torch::get_num_threads()),
+      static_cast<long long>((*trainer)->step()),
               static_cast<long long>((*trainer)->weight_version()),
               flags.resume.empty() ? "" : ", resumed from ", (*trainer)->resumed_from().c_str());
   // A step still running at shutdown finishes first (the service's worker runs it to the end).

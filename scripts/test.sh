@@ -15,6 +15,10 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   exclude=(-LE gpu)
 fi
 cd build
+# ctest runs two tests at a time on two cores; a service a test starts without --threads would
+# otherwise take every core (--threads 0 is the machine's physical cores) and spin on the other
+# test's. Tests that compare thread counts set them explicitly.
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 status=0
 ctest --output-on-failure --timeout 900 -j "${LOCKSTEP_TEST_JOBS:-2}" "${exclude[@]}" "$@" || status=$?
 echo "[test] finished in $(( $(date +%s) - start )) s"

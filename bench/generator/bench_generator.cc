@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -27,6 +28,7 @@
 #include "generator/block_manager.h"
 #include "generator/engine.h"
 #include "model/checkpoint.h"
+#include "model/compute_threads.h"
 #include "model/kernels/linear_ops.h"
 #include "nlohmann/json.hpp"
 
@@ -99,41 +101,63 @@ double MatmulFloorSeconds(const Transformer& model, int64_t batch) {
   return best;
 }
 
-// Seconds to read every weight of `model` once (a streaming sum over each parameter's floats,
-// 8 independent partial sums, best of 5 passes after one warm-up): a decode step reads all of
-// them, so batch / this is the most decode tokens per second any implementation can reach on
-// this machine's memory bandwidth at this moment (the weights do not fit in cache).
-double WeightStreamSeconds(const Transformer& model) {
+// One streaming pass over `count` floats: eight independent 4-float vector sums (plain SSE, no
+// ISA flags needed), two cache lines an iteration, far more adds per cycle than memory delivers.
+float StreamSum(const float* data, int64_t count) {
+  using Vec4 = float __attribute__((vector_size(16)));
+  Vec4 partial[8] = {};
+  int64_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    for (int v = 0; v < 8; ++v) {
+      Vec4 chunk;
+      std::memcpy(&chunk, data + i + 4 * v, sizeof(chunk));
+      partial[v] += chunk;
+    }
+  }
+  for (; i < count; ++i) partial[0][0] += data[i];
+  const Vec4 total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+                     ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+  return total[0] + total[3];
+}
+
+// Seconds to read every weight of `model` once on `threads` threads (each streams an equal
+// contiguous share of the parameters; best of 5 passes after one warm-up): a decode step reads
+// all of them, so batch / this is the most decode tokens per second any implementation with
+// that many threads can reach on this machine's memory bandwidth at this moment (the weights
+// do not fit in cache).
+double WeightStreamSeconds(const Transformer& model, int threads) {
   std::vector<std::pair<const float*, int64_t>> spans;
+  int64_t total = 0;
   for (const auto& [name, tensor] : StateDict(model)) {
     spans.emplace_back(tensor.data_ptr<float>(), tensor.numel());
+    total += tensor.numel();
   }
+  // Thread t reads floats [t * total / threads, (t + 1) * total / threads) of the concatenation.
+  auto stream_share = [&](int t) {
+    const int64_t begin = total * t / threads, end = total * (t + 1) / threads;
+    float sum = 0;
+    int64_t offset = 0;
+    for (const auto& [data, count] : spans) {
+      const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + count);
+      if (lo < hi) sum += StreamSum(data + (lo - offset), hi - lo);
+      offset += count;
+    }
+    return sum;
+  };
   double best = 1e30;
-  volatile float sink = 0;
+  std::vector<float> sums(threads);
   for (int run = 0; run < 6; ++run) {
     const auto start = std::chrono::steady_clock::now();
-    // Eight independent 4-float vector sums (plain SSE, no ISA flags needed), two cache lines an
-    // iteration: far more adds per cycle than memory delivers, so this measures the memory.
-    using Vec4 = float __attribute__((vector_size(16)));
-    Vec4 partial[8] = {};
-    for (const auto& [data, count] : spans) {
-      int64_t i = 0;
-      for (; i + 32 <= count; i += 32) {
-        for (int v = 0; v < 8; ++v) {
-          Vec4 chunk;
-          std::memcpy(&chunk, data + i + 4 * v, sizeof(chunk));
-          partial[v] += chunk;
-        }
-      }
-      for (; i < count; ++i) partial[0][0] += data[i];
-    }
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back([&, t] { sums[t] = stream_share(t); });
+    sums[0] = stream_share(0);
+    for (std::thread& thread : pool) thread.join();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const Vec4 total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
-                       ((partial[4] + partial[5]) + (partial[6] + partial[7]));
-    sink = sink + total[0] + total[3];
     if (run > 0) best = std::min(best, seconds);
   }
+  volatile float sink = 0;
+  for (float sum : sums) sink = sink + sum;
   return best;
 }
 
@@ -199,7 +223,8 @@ int RunWorker(const Flags& flags, const ModelConfig& config) {
       json["matmul_floor_decode_tokens_per_cpu_s"][std::to_string(batch)] =
           batch / MatmulFloorSeconds(*model, batch);
     }
-    const double stream_seconds = WeightStreamSeconds(*model);
+    const double stream_seconds =
+        WeightStreamSeconds(*model, static_cast<int>(torch::get_num_threads()));
     json["weight_stream_seconds"] = stream_seconds;
     json["weight_stream_gbps"] = config.NumParameters() * sizeof(float) / stream_seconds / 1e9;
   }
@@ -308,6 +333,13 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
     std::ofstream(prompts_path) << prompts.dump() << "\n";
   }
   const std::filesystem::path python_out = dir->path() / "python.json";
+  // With more than one thread, torch's OpenMP workers spin after each elementwise op (libgomp's
+  // default wait policy) on the cores OpenBLAS's own pool needs for the next matmul: measured
+  // here at b8 with 2 threads, 33.1 decode tokens/s spinning, 71.3 passive (1 thread: 52.8).
+  // The reference gets its best setting, unless the caller chose one. The engine workers keep
+  // the default: they have no second pool, and spinning is faster for them.
+  if (threads > 1) setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
+  const char* python_wait_policy = getenv("OMP_WAIT_POLICY");
   if (absl::Status s =
           RunChildProcess({flags.python, flags.script, "--model", model_dir.string(), "--prompts",
                            prompts_path.string(), "--max-tokens", std::to_string(flags.max_tokens),
@@ -361,6 +393,7 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
     json[absl::StrCat("roofline_decode_tokens_per_s_b", batch)] = batch / stream_seconds;
   }
   json["python_threads"] = (*python)["threads"];
+  json["python_omp_wait_policy"] = python_wait_policy != nullptr ? python_wait_policy : "";
   json["kernel_threads"] = workers["fast"]["kernel_threads"];
   json["python_torch_version"] = (*python)["torch_version"];
 
@@ -512,7 +545,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--model-seed", flags.model_seed)->capture_default_str();
-  app.add_option("--threads", flags.threads, "Intra-op threads (0 = LibTorch default)");
+  app.add_option("--threads", flags.threads, "Intra-op threads (0 = as lockstep serve: the physical cores)");
   app.add_option("--python", flags.python, "Python with torch")->capture_default_str();
   app.add_option("--script", flags.script, "reference_generate.py")->capture_default_str();
   app.add_option("--worker", flags.worker_mode, "internal: run one numeric mode")
@@ -520,7 +553,7 @@ int main(int argc, char** argv) {
   app.add_option("--worker-out", flags.worker_out, "internal: worker JSON output");
   app.add_option("--worker-model-dir", flags.worker_model_dir, "internal: the model to load");
   CLI11_PARSE(app, argc, argv);
-  if (flags.threads > 0) torch::set_num_threads(flags.threads);
+  SetComputeThreads(flags.threads);
   for (int64_t batch : flags.batches) {
     if (batch <= 0) return Fail(absl::InvalidArgumentError("--batches must all be > 0"));
   }

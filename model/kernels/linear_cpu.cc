@@ -291,8 +291,8 @@ const Isa* IsaFor(LinearKernel kernel) {
 // Tiling: depends on M, N and K only (never on the ISA, so tile ranges mean the same
 // everywhere). A column block of W is at most ~256 KB (stays in L2 while rows stream past),
 // a multiple of 24 columns (every register-tile width divides it); decode-sized M is one row
-// block, larger M blocks of 64 rows. Column blocks are halved (down to 24) while there are
-// fewer than kMinTiles tiles, so that 2..16 threads all get work.
+// block of one-quantum column blocks, larger M blocks of 64 rows. Column blocks are halved
+// (down to 24) while there are fewer than kMinTiles tiles, so that 2..16 threads all get work.
 constexpr int64_t kColumnBlockBytes = 256 * 1024;
 constexpr int64_t kColumnQuantum = 24;
 constexpr int64_t kMaxColumnBlock = 192;
@@ -307,6 +307,14 @@ Tiling ChooseTiling(int64_t rows, int64_t out_features, int64_t in_features) {
   Tiling tiling;
   tiling.row_block = rows <= kSmallRows ? std::max<int64_t>(rows, 1) : kRowBlock;
   tiling.num_row_blocks = (rows + tiling.row_block - 1) / tiling.row_block;
+  if (tiling.num_row_blocks == 1) {
+    // Decode-sized M: no other row block reuses a column block from L2, so blocks are one
+    // quantum wide, which spreads the columns over any number of threads evenly (within one
+    // quantum; 72-column blocks left q_proj's 768 columns split 432 / 336 over two threads).
+    tiling.column_block = kColumnQuantum;
+    tiling.num_column_blocks = (out_features + kColumnQuantum - 1) / kColumnQuantum;
+    return tiling;
+  }
   const int64_t fit = kColumnBlockBytes / (4 * std::max<int64_t>(in_features, 1));
   tiling.column_block =
       std::clamp<int64_t>(fit / kColumnQuantum * kColumnQuantum, kColumnQuantum, kMaxColumnBlock);
