@@ -39,8 +39,10 @@ void AddModelRunOptions(CLI::App* command, ModelRunFlags* flags) {
   command->add_option("--mode", flags->mode, "Numeric mode")
       ->check(CLI::IsMember({"fast", "batch_invariant"}))
       ->capture_default_str();
-  command->add_option("--threads", flags->threads, "Intra-op threads (0 = the physical cores this process may use; LibTorch's count if "
-                  "OMP_NUM_THREADS is set)");
+  command->add_option(
+      "--threads", flags->threads,
+      "Intra-op threads (0 = the physical cores this process may use; LibTorch's count if "
+      "OMP_NUM_THREADS is set)");
 }
 
 absl::StatusOr<std::shared_ptr<Transformer>> LoadModelForRun(const ModelRunFlags& flags) {

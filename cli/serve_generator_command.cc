@@ -1,11 +1,11 @@
 // `lockstep serve generator --model DIR`: serves the generator engine as lockstep.v1.Generator
 // (plus the standard gRPC health service) until SIGINT or SIGTERM, then shuts down cleanly:
 // in-flight streams are cancelled, the engine loop is joined.
+#include <torch/torch.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "cli/cli_util.h"

@@ -13,14 +13,14 @@
 // Data parallel: the service runs a single rank. Multi-rank serving (rank 0 serving gRPC and
 // fanning each batch out to the other ranks) is a follow-up, so WORLD_SIZE > 1 is refused here;
 // trainer/data_parallel.h is the library the other ranks would use.
+#include <torch/torch.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
-
-#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -110,8 +110,8 @@ absl::Status RunServeTrainer(ServeTrainerFlags flags) {
       flags.run.model_dir.c_str(), (*model)->config().NumParameters() / 1e6,
       NumericModeName(options->mode), static_cast<int>(torch::get_num_threads()),
       static_cast<long long>((*trainer)->step()),
-              static_cast<long long>((*trainer)->weight_version()),
-              flags.resume.empty() ? "" : ", resumed from ", (*trainer)->resumed_from().c_str());
+      static_cast<long long>((*trainer)->weight_version()),
+      flags.resume.empty() ? "" : ", resumed from ", (*trainer)->resumed_from().c_str());
   // A step still running at shutdown finishes first (the service's worker runs it to the end).
   return ServeUntilSignal(flags.serve, {&service}, "trainer", stop_signals);
 }

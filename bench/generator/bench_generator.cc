@@ -545,7 +545,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--model-seed", flags.model_seed)->capture_default_str();
-  app.add_option("--threads", flags.threads, "Intra-op threads (0 = as lockstep serve: the physical cores)");
+  app.add_option("--threads", flags.threads,
+                 "Intra-op threads (0 = as lockstep serve: the physical cores)");
   app.add_option("--python", flags.python, "Python with torch")->capture_default_str();
   app.add_option("--script", flags.script, "reference_generate.py")->capture_default_str();
   app.add_option("--worker", flags.worker_mode, "internal: run one numeric mode")
