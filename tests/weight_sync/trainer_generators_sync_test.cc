@@ -73,11 +73,15 @@ class TrainerGeneratorsSyncTest : public ::testing::Test {
     }
     std::optional<std::string> trainer_address = WaitUntilServing(*trainer_process_);
     ASSERT_TRUE(trainer_address.has_value()) << trainer_process_->output();
+    // --threads reaches the service (its start-up line says how many it computes on).
+    EXPECT_NE(trainer_process_->output().find(", 1 threads,"), std::string::npos)
+        << trainer_process_->output();
     trainer_ = v1::Trainer::NewStub(
         grpc::CreateChannel(*trainer_address, grpc::InsecureChannelCredentials()));
     for (auto& process : generator_processes_) {
       std::optional<std::string> address = WaitUntilServing(*process);
       ASSERT_TRUE(address.has_value()) << process->output();
+      EXPECT_NE(process->output().find(", 1 threads"), std::string::npos) << process->output();
       generators_.push_back(v1::Generator::NewStub(
           grpc::CreateChannel(*address, grpc::InsecureChannelCredentials())));
     }
