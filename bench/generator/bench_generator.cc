@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/generator/engine_workload.h"
 #include "bench/generator/process_util.h"
+#include "bench/kernels/stream_read.h"
 #include "generator/block_manager.h"
 #include "generator/engine.h"
 #include "model/checkpoint.h"
@@ -101,25 +102,6 @@ double MatmulFloorSeconds(const Transformer& model, int64_t batch) {
   return best;
 }
 
-// One streaming pass over `count` floats: eight independent 4-float vector sums (plain SSE, no
-// ISA flags needed), two cache lines an iteration, far more adds per cycle than memory delivers.
-float StreamSum(const float* data, int64_t count) {
-  using Vec4 = float __attribute__((vector_size(16)));
-  Vec4 partial[8] = {};
-  int64_t i = 0;
-  for (; i + 32 <= count; i += 32) {
-    for (int v = 0; v < 8; ++v) {
-      Vec4 chunk;
-      std::memcpy(&chunk, data + i + 4 * v, sizeof(chunk));
-      partial[v] += chunk;
-    }
-  }
-  for (; i < count; ++i) partial[0][0] += data[i];
-  const Vec4 total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
-                     ((partial[4] + partial[5]) + (partial[6] + partial[7]));
-  return total[0] + total[3];
-}
-
 // Seconds to read every weight of `model` once on `threads` threads (each streams an equal
 // contiguous share of the parameters; best of 5 passes after one warm-up): a decode step reads
 // all of them, so batch / this is the most decode tokens per second any implementation with
@@ -139,7 +121,7 @@ double WeightStreamSeconds(const Transformer& model, int threads) {
     int64_t offset = 0;
     for (const auto& [data, count] : spans) {
       const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + count);
-      if (lo < hi) sum += StreamSum(data + (lo - offset), hi - lo);
+      if (lo < hi) sum += StreamReadSum(data + (lo - offset), hi - lo);
       offset += count;
     }
     return sum;

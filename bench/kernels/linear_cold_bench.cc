@@ -1,0 +1,186 @@
+// bench_linear_cold: the batch-invariant linear at decode sizes with weights that come from
+// memory, as in a decode step, next to a plain read of the same bytes, at 1 and 2 threads.
+//
+//   bench_linear_cold [--rows 8] [--rounds 5] [--json FILE]
+//
+// The weights are the matrices of one decode step of the base preset (Qwen3, hidden 768,
+// intermediate 2048, 12 layers, 32000-token tied head: 382 MiB, far beyond the last-level
+// cache), in one buffer, laid out in the order a forward reads them. A sweep runs every matrix
+// once on x of --rows rows; each matrix's tiles split over the threads in contiguous ranges, as
+// at::parallel_for splits them. Each round times one sweep and one plain read (the memory floor)
+// back to back, so both see the same moment's bandwidth; the figures are the best round.
+// `linear_vs_stream_tT` is the sweep's rate over the read's: 1.0 would be a kernel at the
+// memory floor. Per family (attention, MLP in, down projection with K = 2048, LM head) the
+// sweep's rate is reported too (`<family>_gbps_tT`).
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "bench/kernels/stream_read.h"
+#include "model/kernels/linear_cpu.h"
+#include "nlohmann/json.hpp"
+
+namespace lockstep::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Matrix {
+  std::string family;
+  int64_t out_features, in_features;
+  int64_t offset = 0;  // floats into the weight buffer
+};
+
+// One decode step's matrices of the base preset, in forward order.
+std::vector<Matrix> BaseDecodeMatrices() {
+  constexpr int64_t kHidden = 768, kKv = 256, kIntermediate = 2048, kVocab = 32000, kLayers = 12;
+  std::vector<Matrix> matrices;
+  for (int64_t layer = 0; layer < kLayers; ++layer) {
+    for (int64_t n : {kHidden, kKv, kKv, kHidden}) matrices.push_back({"attention", n, kHidden});
+    matrices.push_back({"mlp_in", kIntermediate, kHidden});
+    matrices.push_back({"mlp_in", kIntermediate, kHidden});
+    matrices.push_back({"down", kHidden, kIntermediate});
+  }
+  matrices.push_back({"lm_head", kVocab, kHidden});
+  int64_t offset = 0;
+  for (Matrix& m : matrices) {
+    m.offset = offset;
+    offset += m.out_features * m.in_features;
+  }
+  return matrices;
+}
+
+// Runs part(t) for t in [0, threads) on an OpenMP team: a persistent pool, as
+// at::parallel_for's, so that small matrices do not pay for starting threads.
+void OnThreads(int threads, const std::function<void(int)>& part) {
+#pragma omp parallel num_threads(threads)
+  part(omp_get_thread_num());
+}
+
+struct Buffers {
+  std::vector<float> weights, x, y;
+};
+
+// Seconds for one sweep over `matrices` (all of them, or those of `family`) on `threads`.
+double Sweep(const Buffers& b, std::vector<float>* y, const std::vector<Matrix>& matrices,
+             int64_t rows, int threads, const std::string& family) {
+  const auto start = Clock::now();
+  for (const Matrix& m : matrices) {
+    if (!family.empty() && m.family != family) continue;
+    kernels::LinearProblem p;
+    p.x = b.x.data();
+    p.x_stride = m.in_features;
+    p.rows = rows;
+    p.weight = b.weights.data() + m.offset;
+    p.out_features = m.out_features;
+    p.in_features = m.in_features;
+    p.y = y->data();
+    p.y_stride = m.out_features;
+    const int64_t tiles = kernels::NumLinearTiles(p);
+    const int64_t chunk = (tiles + threads - 1) / threads;
+    OnThreads(threads, [&](int t) {
+      kernels::LinearTiles(p, std::min(tiles, t * chunk), std::min(tiles, (t + 1) * chunk));
+    });
+  }
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Seconds to read the whole weight buffer once, each thread an equal contiguous share.
+double Stream(const Buffers& b, int threads, std::vector<float>* sums) {
+  const int64_t total = static_cast<int64_t>(b.weights.size());
+  const auto start = Clock::now();
+  OnThreads(threads, [&](int t) {
+    const int64_t begin = total * t / threads, end = total * (t + 1) / threads;
+    (*sums)[t] += StreamReadSum(b.weights.data() + begin, end - begin);
+  });
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+}  // namespace lockstep::bench
+
+int main(int argc, char** argv) {
+  using namespace lockstep::bench;
+  CLI::App app{"Batch-invariant linear at decode sizes with cold weights, next to a plain read"};
+  int64_t rows = 8;
+  int rounds = 5;
+  std::string json_path;
+  app.add_option("--rows", rows, "Rows of x (the decode batch)")
+      ->check(CLI::Range(int64_t{1}, int64_t{64}))
+      ->capture_default_str();
+  app.add_option("--rounds", rounds, "Rounds per thread count (best is kept)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_option("--json", json_path, "Write the figures here");
+  CLI11_PARSE(app, argc, argv);
+
+  const std::vector<Matrix> matrices = BaseDecodeMatrices();
+  const Matrix& last = matrices.back();
+  Buffers b;
+  b.weights.resize(last.offset + last.out_features * last.in_features);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> uniform(-0.05f, 0.05f);
+  for (float& w : b.weights) w = uniform(rng);
+  b.x.resize(rows * 2048);
+  for (float& v : b.x) v = uniform(rng);
+  std::vector<float> y(rows * 32000);
+  const double bytes = static_cast<double>(b.weights.size()) * sizeof(float);
+  std::printf(
+      "bench_linear_cold: %.0f MiB of weights (base preset decode step), x of %ld rows, "
+      "kernel %s, best of %d rounds\n",
+      bytes / (1 << 20), static_cast<long>(rows), lockstep::kernels::LinearKernelName(), rounds);
+
+  nlohmann::json json = {{"rows", rows},
+                         {"weights_mib", bytes / (1 << 20)},
+                         {"kernel", lockstep::kernels::LinearKernelName()}};
+  const std::vector<std::string> families = {"attention", "mlp_in", "down", "lm_head"};
+  std::vector<float> sums(2, 0.0f);
+  for (int threads : {1, 2}) {
+    double best_sweep = 1e30, best_stream = 1e30;
+    std::vector<double> best_family(families.size(), 1e30);
+    Sweep(b, &y, matrices, rows, threads, "");  // warm-up: page faults, thread start-up
+    for (int round = 0; round < rounds; ++round) {
+      best_sweep = std::min(best_sweep, Sweep(b, &y, matrices, rows, threads, ""));
+      best_stream = std::min(best_stream, Stream(b, threads, &sums));
+      for (size_t f = 0; f < families.size(); ++f) {
+        best_family[f] =
+            std::min(best_family[f], Sweep(b, &y, matrices, rows, threads, families[f]));
+      }
+    }
+    const std::string t = "_t" + std::to_string(threads);
+    const double linear_gbps = bytes / best_sweep / 1e9, stream_gbps = bytes / best_stream / 1e9;
+    json["sweep_ms" + t] = best_sweep * 1e3;
+    json["linear_gbps" + t] = linear_gbps;
+    json["stream_gbps" + t] = stream_gbps;
+    json["linear_vs_stream" + t] = linear_gbps / stream_gbps;
+    std::printf(
+        "  %d thread%s: sweep %.1f ms = %.2f GB/s, plain read %.2f GB/s, "
+        "linear_vs_stream %.3f\n   ",
+        threads, threads == 1 ? " " : "s", best_sweep * 1e3, linear_gbps, stream_gbps,
+        linear_gbps / stream_gbps);
+    for (size_t f = 0; f < families.size(); ++f) {
+      double family_bytes = 0;
+      for (const Matrix& m : matrices) {
+        if (m.family == families[f]) family_bytes += m.out_features * m.in_features * 4.0;
+      }
+      const double gbps = family_bytes / best_family[f] / 1e9;
+      json[families[f] + "_gbps" + t] = gbps;
+      std::printf(" %s %.2f GB/s", families[f].c_str(), gbps);
+    }
+    std::printf("\n");
+  }
+  json["checksum"] = sums[0] + sums[1] + y[0];
+  if (!json_path.empty()) {
+    std::ofstream(json_path) << json.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}

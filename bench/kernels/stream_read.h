@@ -1,0 +1,32 @@
+// A plain streaming read of floats, the memory floor the benchmarks compare the kernels with:
+// eight independent 4-float vector sums (SSE, no ISA flags needed), two cache lines an
+// iteration, far more adds per cycle than memory delivers, so its time is the memory's.
+#ifndef LOCKSTEP_BENCH_KERNELS_STREAM_READ_H_
+#define LOCKSTEP_BENCH_KERNELS_STREAM_READ_H_
+
+#include <cstdint>
+#include <cstring>
+
+namespace lockstep::bench {
+
+// The sum of data[0, count) in the order above (returned so that the reads cannot be elided).
+inline float StreamReadSum(const float* data, int64_t count) {
+  using Vec4 = float __attribute__((vector_size(16)));
+  Vec4 partial[8] = {};
+  int64_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    for (int v = 0; v < 8; ++v) {
+      Vec4 chunk;
+      std::memcpy(&chunk, data + i + 4 * v, sizeof(chunk));
+      partial[v] += chunk;
+    }
+  }
+  for (; i < count; ++i) partial[0][0] += data[i];
+  const Vec4 total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
+                     ((partial[4] + partial[5]) + (partial[6] + partial[7]));
+  return total[0] + total[3];
+}
+
+}  // namespace lockstep::bench
+
+#endif  // LOCKSTEP_BENCH_KERNELS_STREAM_READ_H_
