@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -64,8 +63,6 @@ absl::StatusOr<nlohmann::json> ReadJson(const std::filesystem::path& path) {
   return json;
 }
 
-// KV blocks for max(batches) sequences of prompt_len + max_tokens positions: the whole workload
-// fits at once, so nothing is preempted.
 std::string ReadLoadAverage() {
   std::ifstream in("/proc/loadavg");
   std::string one, five, fifteen;
@@ -73,6 +70,8 @@ std::string ReadLoadAverage() {
   return absl::StrCat(one, " ", five, " ", fifteen);
 }
 
+// KV blocks for max(batches) sequences of prompt_len + max_tokens positions: the whole workload
+// fits at once, so nothing is preempted.
 int64_t WorkloadBlocks(const Flags& flags) {
   const int64_t max_batch = *std::max_element(flags.batches.begin(), flags.batches.end());
   const int64_t per_sequence =
@@ -108,31 +107,19 @@ double MatmulFloorSeconds(const Transformer& model, int64_t batch) {
 // that many threads can reach on this machine's memory bandwidth at this moment (the weights
 // do not fit in cache).
 double WeightStreamSeconds(const Transformer& model, int threads) {
-  std::vector<std::pair<const float*, int64_t>> spans;
-  int64_t total = 0;
+  std::vector<FloatSpan> spans;
   for (const auto& [name, tensor] : StateDict(model)) {
-    spans.emplace_back(tensor.data_ptr<float>(), tensor.numel());
-    total += tensor.numel();
+    spans.push_back({tensor.data_ptr<float>(), tensor.numel()});
   }
-  // Thread t reads floats [t * total / threads, (t + 1) * total / threads) of the concatenation.
-  auto stream_share = [&](int t) {
-    const int64_t begin = total * t / threads, end = total * (t + 1) / threads;
-    float sum = 0;
-    int64_t offset = 0;
-    for (const auto& [data, count] : spans) {
-      const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + count);
-      if (lo < hi) sum += StreamReadSum(data + (lo - offset), hi - lo);
-      offset += count;
-    }
-    return sum;
-  };
   double best = 1e30;
   std::vector<float> sums(threads);
   for (int run = 0; run < 6; ++run) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back([&, t] { sums[t] = stream_share(t); });
-    sums[0] = stream_share(0);
+    for (int t = 1; t < threads; ++t) {
+      pool.emplace_back([&, t] { sums[t] = StreamReadShare(spans, t, threads); });
+    }
+    sums[0] = StreamReadShare(spans, 0, threads);
     for (std::thread& thread : pool) thread.join();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -70,19 +70,19 @@ struct Buffers {
 };
 
 // Seconds for one sweep over `matrices` (all of them, or those of `family`) on `threads`.
-double Sweep(const Buffers& b, std::vector<float>* y, const std::vector<Matrix>& matrices,
-             int64_t rows, int threads, const std::string& family) {
+double Sweep(Buffers* b, const std::vector<Matrix>& matrices, int64_t rows, int threads,
+             const std::string& family) {
   const auto start = Clock::now();
   for (const Matrix& m : matrices) {
     if (!family.empty() && m.family != family) continue;
     kernels::LinearProblem p;
-    p.x = b.x.data();
+    p.x = b->x.data();
     p.x_stride = m.in_features;
     p.rows = rows;
-    p.weight = b.weights.data() + m.offset;
+    p.weight = b->weights.data() + m.offset;
     p.out_features = m.out_features;
     p.in_features = m.in_features;
-    p.y = y->data();
+    p.y = b->y.data();
     p.y_stride = m.out_features;
     const int64_t tiles = kernels::NumLinearTiles(p);
     const int64_t chunk = (tiles + threads - 1) / threads;
@@ -95,12 +95,9 @@ double Sweep(const Buffers& b, std::vector<float>* y, const std::vector<Matrix>&
 
 // Seconds to read the whole weight buffer once, each thread an equal contiguous share.
 double Stream(const Buffers& b, int threads, std::vector<float>* sums) {
-  const int64_t total = static_cast<int64_t>(b.weights.size());
+  const std::vector<FloatSpan> spans = {{b.weights.data(), static_cast<int64_t>(b.weights.size())}};
   const auto start = Clock::now();
-  OnThreads(threads, [&](int t) {
-    const int64_t begin = total * t / threads, end = total * (t + 1) / threads;
-    (*sums)[t] += StreamReadSum(b.weights.data() + begin, end - begin);
-  });
+  OnThreads(threads, [&](int t) { (*sums)[t] += StreamReadShare(spans, t, threads); });
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
@@ -131,7 +128,7 @@ int main(int argc, char** argv) {
   for (float& w : b.weights) w = uniform(rng);
   b.x.resize(rows * 2048);
   for (float& v : b.x) v = uniform(rng);
-  std::vector<float> y(rows * 32000);
+  b.y.resize(rows * 32000);
   const double bytes = static_cast<double>(b.weights.size()) * sizeof(float);
   std::printf(
       "bench_linear_cold: %.0f MiB of weights (base preset decode step), x of %ld rows, "
@@ -146,13 +143,12 @@ int main(int argc, char** argv) {
   for (int threads : {1, 2}) {
     double best_sweep = 1e30, best_stream = 1e30;
     std::vector<double> best_family(families.size(), 1e30);
-    Sweep(b, &y, matrices, rows, threads, "");  // warm-up: page faults, thread start-up
+    Sweep(&b, matrices, rows, threads, "");  // warm-up: page faults, thread start-up
     for (int round = 0; round < rounds; ++round) {
-      best_sweep = std::min(best_sweep, Sweep(b, &y, matrices, rows, threads, ""));
+      best_sweep = std::min(best_sweep, Sweep(&b, matrices, rows, threads, ""));
       best_stream = std::min(best_stream, Stream(b, threads, &sums));
       for (size_t f = 0; f < families.size(); ++f) {
-        best_family[f] =
-            std::min(best_family[f], Sweep(b, &y, matrices, rows, threads, families[f]));
+        best_family[f] = std::min(best_family[f], Sweep(&b, matrices, rows, threads, families[f]));
       }
     }
     const std::string t = "_t" + std::to_string(threads);
@@ -177,7 +173,7 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
-  json["checksum"] = sums[0] + sums[1] + y[0];
+  json["checksum"] = sums[0] + sums[1] + b.y[0];
   if (!json_path.empty()) {
     std::ofstream(json_path) << json.dump(2) << "\n";
     std::printf("wrote %s\n", json_path.c_str());

@@ -4,8 +4,10 @@
 #ifndef LOCKSTEP_BENCH_KERNELS_STREAM_READ_H_
 #define LOCKSTEP_BENCH_KERNELS_STREAM_READ_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace lockstep::bench {
 
@@ -25,6 +27,28 @@ inline float StreamReadSum(const float* data, int64_t count) {
   const Vec4 total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) +
                      ((partial[4] + partial[5]) + (partial[6] + partial[7]));
   return total[0] + total[3];
+}
+
+// A run of floats to read.
+struct FloatSpan {
+  const float* data;
+  int64_t count;
+};
+
+// Thread t's share of a read of `spans` by `threads` threads: floats
+// [total * t / threads, total * (t + 1) / threads) of their concatenation, with StreamReadSum.
+inline float StreamReadShare(const std::vector<FloatSpan>& spans, int t, int threads) {
+  int64_t total = 0;
+  for (const FloatSpan& span : spans) total += span.count;
+  const int64_t begin = total * t / threads, end = total * (t + 1) / threads;
+  float sum = 0;
+  int64_t offset = 0;
+  for (const FloatSpan& span : spans) {
+    const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + span.count);
+    if (lo < hi) sum += StreamReadSum(span.data + (lo - offset), hi - lo);
+    offset += span.count;
+  }
+  return sum;
 }
 
 }  // namespace lockstep::bench

@@ -7,15 +7,14 @@
 #include <torch/torch.h>
 
 #include "model/kernels/linear_ops.h"
+#include "tests/support/scoped_thread_count.h"
 
 namespace lockstep::kernels {
 namespace {
 
 class KernelThreadsTest : public ::testing::Test {
  protected:
-  void SetUp() override { saved_ = at::get_num_threads(); }
-  void TearDown() override { at::set_num_threads(saved_); }
-  int saved_ = 1;
+  test_support::ScopedThreadCount restore_threads_;
 };
 
 TEST_F(KernelThreadsTest, TilesSpreadOverTheIntraOpThreads) {

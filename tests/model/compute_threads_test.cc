@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "tests/support/scoped_thread_count.h"
+
 namespace lockstep {
 namespace {
 
@@ -77,9 +79,7 @@ class ScopedEnv {
 
 class DefaultComputeThreadsTest : public ::testing::Test {
  protected:
-  void SetUp() override { saved_ = torch::get_num_threads(); }
-  void TearDown() override { torch::set_num_threads(saved_); }
-  int saved_ = 1;
+  test_support::ScopedThreadCount restore_threads_;
 };
 
 TEST_F(DefaultComputeThreadsTest, ZeroMeansThePhysicalCores) {

@@ -12,6 +12,7 @@
 #include "model/checkpoint.h"
 #include "model/ops.h"
 #include "model/parity.h"
+#include "tests/support/scoped_thread_count.h"
 
 namespace lockstep {
 namespace {
@@ -227,14 +228,13 @@ TEST_P(ParitySuite, TrainingForwardEqualsDecodeInChangingContinuousBatch) {
 TEST_P(ParitySuite, OneThreadEqualsTwoThreads) {
   auto model = MakeModel(GetParam(), NumericMode::kBatchInvariant);
   const Sequences sequences = RandomSequences({33, 120, 7}, model->config().vocab_size, 8);
-  const int saved = at::get_num_threads();
+  const test_support::ScopedThreadCount restore_threads;
   at::set_num_threads(1);
   torch::Tensor one = TrainerLogProbs(*model, sequences);
   torch::Tensor decode_one = PrefillLogProbs(*model, sequences[1], 1);
   at::set_num_threads(2);
   torch::Tensor two = TrainerLogProbs(*model, sequences);
   torch::Tensor decode_two = PrefillLogProbs(*model, sequences[1], 1);
-  at::set_num_threads(saved);
   ParityReport report = Compare(one, two, CuSeqlens(sequences));
   EXPECT_TRUE(report.bit_identical()) << report.ToString();
   report = Compare(decode_one, decode_two, {0, 120});
