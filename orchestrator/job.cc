@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/auth.h"
+#include "common/free_port.h"
 #include "data/arithmetic_task.h"
 #include "data/dataset_iterator.h"
 #include "orchestrator/environment_rollouts.h"

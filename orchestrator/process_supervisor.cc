@@ -1,12 +1,9 @@
 #include "orchestrator/process_supervisor.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,24 +92,6 @@ std::string ReadFrom(const std::string& path, off_t offset) {
 }
 
 }  // namespace
-
-absl::StatusOr<int> PickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    int error = errno;
-    close(fd);
-    return absl::InternalError(absl::StrCat("no free port on 127.0.0.1: ", std::strerror(error)));
-  }
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 std::string LogTail(const std::string& path, int max_lines) {
   std::ifstream file(path);

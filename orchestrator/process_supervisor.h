@@ -50,10 +50,6 @@ struct ReadyOptions {
   bool check_health = true;  // after the log line, poll grpc.health.v1 until SERVING
 };
 
-// A free TCP port on 127.0.0.1 at the time of the call (another process may take it before
-// it is bound: prefer `--port 0` and the address WaitUntilServing parses from the log).
-absl::StatusOr<int> PickFreePort();
-
 // The last `max_lines` lines of the file at `path` ("" when it cannot be read).
 std::string LogTail(const std::string& path, int max_lines = 20);
 

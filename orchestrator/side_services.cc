@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/free_port.h"
 
 namespace lockstep::orchestrator {
 

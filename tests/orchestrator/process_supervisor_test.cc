@@ -214,19 +214,6 @@ TEST(ProcessSupervisorTest, ChildrenDieWhenTheParentIsKilledWithSigkill) {
   }
 }
 
-TEST(ProcessSupervisorTest, PickFreePortGivesABindablePort) {
-  absl::StatusOr<int> port = PickFreePort();
-  ASSERT_TRUE(port.ok()) << port.status();
-  EXPECT_GT(*port, 0);
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(*port);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  close(fd);
-}
-
 TEST(StopSignalTest, SigintSetsTheFlagOnce) {
   ResetStopRequest();
   EXPECT_FALSE(StopRequested());

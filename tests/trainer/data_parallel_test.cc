@@ -6,11 +6,8 @@
 //   bit-identical weights on both ranks, equal to a single-rank run on the global batch to 1e-5.
 #include "trainer/data_parallel.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/free_port.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/safetensors.h"
@@ -36,19 +34,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// A port that was free a moment ago (bind to 0, read it back, close).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+// A port that was free a moment ago, outside the ephemeral range (common/free_port.h).
+int FreePort() { return PickFreePort().value(); }
 
 absl::StatusOr<DistributedEnv> Parse(const std::map<std::string, std::string>& variables) {
   return ParseDistributedEnv([&](const std::string& name) -> std::optional<std::string> {

@@ -3,12 +3,9 @@
 // test starts the real `lockstep serve trainer --resume …` process.
 #include "trainer/trainer_service.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/free_port.h"
 #include "common/server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -79,18 +77,8 @@ v1::TrainStepRequest MakeBatch(int64_t version, int num_rollouts = 4) {
   return request;
 }
 
-// A port that was free a moment ago (bind to 0, read it back, close).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+// A port that was free a moment ago, outside the ephemeral range (common/free_port.h).
+int FreePort() { return PickFreePort().value(); }
 
 class TrainerServiceTest : public testing::Test {
  protected:

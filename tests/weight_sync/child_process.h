@@ -3,12 +3,9 @@
 #ifndef LOCKSTEP_TESTS_WEIGHT_SYNC_CHILD_PROCESS_H_
 #define LOCKSTEP_TESTS_WEIGHT_SYNC_CHILD_PROCESS_H_
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,21 +15,13 @@
 #include <thread>
 #include <vector>
 
+#include "common/free_port.h"
+
 namespace lockstep::testing {
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-inline int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+// A TCP port that was free a moment ago, outside the ephemeral range (common/free_port.h), so
+// that a concurrent test's connections cannot take it before the store binds it.
+inline int FreeLoopbackPort() { return PickFreePort().value(); }
 
 class ChildProcess {
  public:
