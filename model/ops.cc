@@ -23,7 +23,16 @@ constexpr int64_t kFastKernelMaxRows = 64;
 // attention_decode_ms 5.5 stock vs 0.23 kernel).
 constexpr int64_t kFastKernelMaxQueries = 16;
 
+// Fast mode runs RMSNorm in the kernel for float32 CPU rows of at least this many elements, and
+// for shorter rows (Qwen3's per-head q/k norms, 64) only up to kFastShortNormMaxRows rows: its
+// per-row reduction tree costs more than stock's vectorised mean there (bench_kernels: q_norm
+// of 8 tokens, 96 rows, 14.8 us stock vs 10.7 kernel; of 256 tokens, 3072 rows, 92 vs 134).
+constexpr int64_t kFastNormLongRow = 256;
+constexpr int64_t kFastShortNormMaxRows = 512;
+
 int64_t Rows(const torch::Tensor& x) { return x.dim() == 0 ? 1 : x.numel() / x.size(-1); }
+
+bool CpuFloat(const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat32; }
 
 }  // namespace
 
@@ -39,7 +48,14 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,
                       NumericMode mode) {
-  if (Invariant(mode)) return kernels::BatchInvariantRmsNorm(x, weight, eps);
+  const bool kernel_wins = x.size(-1) >= kFastNormLongRow || Rows(x) <= kFastShortNormMaxRows;
+  if (Invariant(mode) || (CpuFloat(x) && CpuFloat(weight) && kernel_wins)) {
+    return kernels::BatchInvariantRmsNorm(x, weight, eps);
+  }
+  return RmsNormFormula(x, weight, eps);
+}
+
+torch::Tensor RmsNormFormula(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
   torch::Tensor xf = x.to(torch::kFloat32);
   torch::Tensor variance = xf.pow(2).mean(-1, /*keepdim=*/true);
   torch::Tensor normed = xf * torch::rsqrt(variance + eps);
@@ -47,7 +63,13 @@ torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
 }
 
 torch::Tensor SiluMul(const torch::Tensor& gate, const torch::Tensor& up, NumericMode mode) {
-  if (Invariant(mode)) return kernels::BatchInvariantSiluMul(gate, up);
+  if (Invariant(mode) || (CpuFloat(gate) && CpuFloat(up))) {
+    return kernels::BatchInvariantSiluMul(gate, up);
+  }
+  return SiluMulFormula(gate, up);
+}
+
+torch::Tensor SiluMulFormula(const torch::Tensor& gate, const torch::Tensor& up) {
   return torch::silu(gate) * up;
 }
 
@@ -91,6 +113,31 @@ torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& key
     return kernels::BatchInvariantAttention(q, keys, values, key_rows, first_position);
   }
   return CausalAttention(q, keys.index_select(0, key_rows), values.index_select(0, key_rows));
+}
+
+torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tensor& keys,
+                                      const torch::Tensor& values,
+                                      const std::vector<torch::Tensor>& key_rows,
+                                      const std::vector<int64_t>& first_positions,
+                                      const std::vector<int64_t>& cu_seqlens, NumericMode mode) {
+  const bool wants_grad = torch::GradMode::is_enabled() &&
+                          (q.requires_grad() || keys.requires_grad() || values.requires_grad());
+  bool packed = !wants_grad && CpuFloat(q) && CpuFloat(keys) && CpuFloat(values);
+  for (size_t s = 0; packed && !Invariant(mode) && s + 1 < cu_seqlens.size(); ++s) {
+    packed = cu_seqlens[s + 1] - cu_seqlens[s] <= kFastKernelMaxQueries;
+  }
+  if (packed) {
+    return kernels::BatchInvariantAttentionPacked(q, keys, values, key_rows, first_positions,
+                                                  cu_seqlens);
+  }
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(key_rows.size());
+  for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
+    const int64_t length = cu_seqlens[s + 1] - cu_seqlens[s];
+    outputs.push_back(AttentionOverRows(q.narrow(0, cu_seqlens[s], length), keys, values,
+                                        key_rows[s], first_positions[s], mode));
+  }
+  return torch::cat(outputs, 0);
 }
 
 torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& targets,

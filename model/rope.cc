@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/kernels/rope_ops.h"
+
 namespace lockstep {
 
 torch::Tensor RopeInverseFrequencies(const ModelConfig& config) {
@@ -41,6 +43,11 @@ RopeTable::RopeTable(const ModelConfig& config) {
 }
 
 torch::Tensor RopeTable::Apply(const torch::Tensor& x, const torch::Tensor& positions) const {
+  // The fused kernel gives the formula's bits; it has no backward, so graphs keep the formula.
+  const bool wants_grad = torch::GradMode::is_enabled() && x.requires_grad();
+  if (!wants_grad && x.is_cpu() && x.scalar_type() == torch::kFloat32 && x.dim() == 3) {
+    return kernels::RotateHalfFromTable(x, cos_, sin_, positions);
+  }
   const int64_t half = x.size(-1) / 2;
   torch::Tensor cos = cos_.index_select(0, positions).unsqueeze(1);  // [T, 1, head_dim]
   torch::Tensor sin = sin_.index_select(0, positions).unsqueeze(1);

@@ -26,7 +26,9 @@ class RopeTable {
   explicit RopeTable(const ModelConfig& config);
 
   // x: [num_tokens, num_heads, head_dim]; positions: [num_tokens] int64. Returns x rotated, in
-  // x's dtype (the rotation itself runs in float32, like Hugging Face).
+  // x's dtype (the rotation itself runs in float32, like Hugging Face). Float32 CPU inputs that
+  // need no gradient run one fused kernel (kernels/rope_ops.h) instead of ~13 LibTorch ops; it
+  // gives the same bits, so the choice cannot split a trainer's grad and no-grad forwards.
   torch::Tensor Apply(const torch::Tensor& x, const torch::Tensor& positions) const;
 
   const torch::Tensor& cos() const { return cos_; }  // [max_positions, head_dim] float32

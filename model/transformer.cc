@@ -86,22 +86,24 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
     keys.index_copy_(0, plan.new_token_slots, k.detach());
     values.index_copy_(0, plan.new_token_slots, v.detach());
   }
-  std::vector<torch::Tensor> outputs;
-  outputs.reserve(plan.cu_seqlens.size() - 1);
-  for (size_t s = 0; s + 1 < plan.cu_seqlens.size(); ++s) {
-    const int64_t begin = plan.cu_seqlens[s];
-    const int64_t length = plan.cu_seqlens[s + 1] - begin;
-    torch::Tensor qs = q.narrow(0, begin, length);
-    if (plan.cache == nullptr) {
-      outputs.push_back(ops::AttentionOverRows(qs, k.narrow(0, begin, length),
+  torch::Tensor attended;
+  if (plan.cache != nullptr) {
+    attended = ops::PackedAttentionOverRows(q, keys, values, plan.key_rows, plan.first_positions,
+                                            plan.cu_seqlens, mode_);
+  } else {
+    std::vector<torch::Tensor> outputs;
+    outputs.reserve(plan.cu_seqlens.size() - 1);
+    for (size_t s = 0; s + 1 < plan.cu_seqlens.size(); ++s) {
+      const int64_t begin = plan.cu_seqlens[s];
+      const int64_t length = plan.cu_seqlens[s + 1] - begin;
+      outputs.push_back(ops::AttentionOverRows(q.narrow(0, begin, length),
+                                               k.narrow(0, begin, length),
                                                v.narrow(0, begin, length), torch::Tensor(), 0,
                                                mode_));
-    } else {
-      outputs.push_back(ops::AttentionOverRows(qs, keys, values, plan.key_rows[s],
-                                               plan.first_positions[s], mode_));
     }
+    attended = torch::cat(outputs, 0);
   }
-  torch::Tensor attended = torch::cat(outputs, 0).view({num_tokens, num_heads_ * head_dim_});
+  attended = attended.view({num_tokens, num_heads_ * head_dim_});
   return o_proj(attended);
 }
 

@@ -13,7 +13,9 @@
 #include "model/checkpoint.h"
 #include "model/kernels/linear_cpu.h"
 #include "model/kernels/linear_ops.h"
+#include "model/kernels/elementwise_ops.h"
 #include "model/ops.h"
+#include "model/rope.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep::bench {
@@ -56,6 +58,36 @@ std::pair<double, double> MeasureAttentionDecode(int64_t batch, int64_t context,
   const double fast = TimePerCall([&] { run(NumericMode::kFast); }, seconds);
   const double invariant = TimePerCall([&] { run(NumericMode::kBatchInvariant); }, seconds);
   return {fast, invariant};
+}
+
+// Stock-formula vs kernel time (seconds per call) of the row ops at one size, no grad.
+struct RowOpFigures {
+  double formula = 0, kernel = 0;
+};
+
+RowOpFigures MeasureRmsNorm(int64_t rows, int64_t dim, double seconds) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::randn({rows, dim}), w = torch::randn({dim});
+  return {TimePerCall([&] { ops::RmsNormFormula(x, w, 1e-6); }, seconds),
+          TimePerCall([&] { kernels::BatchInvariantRmsNorm(x, w, 1e-6); }, seconds)};
+}
+
+RowOpFigures MeasureSiluMul(int64_t rows, int64_t dim, double seconds) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor gate = torch::randn({rows, dim}), up = torch::randn({rows, dim});
+  return {TimePerCall([&] { ops::SiluMulFormula(gate, up); }, seconds),
+          TimePerCall([&] { kernels::BatchInvariantSiluMul(gate, up); }, seconds)};
+}
+
+// RoPE of q ([tokens, 12, 64], base preset): the formula (grad path) vs the fused kernel.
+RowOpFigures MeasureRope(int64_t tokens, double seconds) {
+  absl::StatusOr<ModelConfig> config = PresetConfig(Architecture::kQwen3, "base");
+  const RopeTable rope(*config);
+  const torch::Tensor x = torch::randn({tokens, 12, 64}).requires_grad_();
+  const torch::Tensor positions = torch::arange(tokens, torch::kInt64);
+  const double formula = TimePerCall([&] { rope.Apply(x, positions); }, seconds);
+  torch::NoGradGuard no_grad;
+  return {formula, TimePerCall([&] { rope.Apply(x, positions); }, seconds)};
 }
 
 }  // namespace
@@ -115,6 +147,25 @@ int main(int argc, char** argv) {
   json["attention_decode_ms_fast"] = attention_fast * 1e3;
   json["attention_decode_ms_invariant"] = attention_invariant * 1e3;
   json["attention_decode_ratio"] = attention_fast / attention_invariant;
+
+  std::printf("  %-34s %12s %12s %8s\n", "row ops (us per call)", "formula", "kernel",
+              "speed-up");
+  auto report_row_op = [&](const std::string& label, const std::string& key, RowOpFigures f) {
+    std::printf("  %-34s %12.1f %12.1f %8.2f\n", label.c_str(), f.formula * 1e6, f.kernel * 1e6,
+                f.formula / f.kernel);
+    std::fflush(stdout);
+    json[key] = {{"formula_us", f.formula * 1e6}, {"kernel_us", f.kernel * 1e6}};
+  };
+  for (int64_t rows : {8, 256}) {
+    const std::string r = std::to_string(rows);
+    report_row_op("rms_norm " + r + " x 768", "rms_norm_" + r + "x768",
+                  MeasureRmsNorm(rows, 768, seconds));
+    report_row_op("rms_norm " + r + " x 12 x 64 (q_norm)", "rms_norm_" + r + "x12x64",
+                  MeasureRmsNorm(rows * 12, 64, seconds));
+    report_row_op("silu_mul " + r + " x 2048", "silu_mul_" + r + "x2048",
+                  MeasureSiluMul(rows, 2048, seconds));
+    report_row_op("rope " + r + " x 12 x 64", "rope_" + r + "x12x64", MeasureRope(rows, seconds));
+  }
 
   if (!skip_model) {
     absl::StatusOr<ModelConfig> config = PresetConfig(Architecture::kQwen3, "base");

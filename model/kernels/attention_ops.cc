@@ -2,7 +2,9 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "model/kernels/attention_cpu.h"
 #include "model/kernels/recompute_backward.h"
@@ -14,6 +16,25 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
+AttentionProblem MakeProblem(const torch::Tensor& q, const torch::Tensor& keys,
+                             const torch::Tensor& values, const torch::Tensor& key_rows,
+                             int64_t first_position, torch::Tensor& out) {
+  AttentionProblem problem;
+  problem.q = q.data_ptr<float>();
+  problem.num_queries = q.size(0);
+  problem.first_position = first_position;
+  problem.keys = keys.data_ptr<float>();
+  problem.values = values.data_ptr<float>();
+  problem.kv_row_stride = keys.size(1) * keys.size(2);
+  problem.key_rows = key_rows.data_ptr<int64_t>();
+  problem.num_heads = q.size(1);
+  problem.num_kv_heads = keys.size(1);
+  problem.head_dim = q.size(2);
+  problem.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(q.size(2))));
+  problem.out = out.data_ptr<float>();
+  return problem;
+}
+
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor keys,
                                torch::Tensor values, torch::Tensor key_rows,
@@ -24,19 +45,7 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
     torch::Tensor vc = values.contiguous();
     torch::Tensor rows = key_rows.contiguous();
     torch::Tensor out = torch::empty_like(qc);
-    AttentionProblem problem;
-    problem.q = qc.data_ptr<float>();
-    problem.num_queries = q.size(0);
-    problem.first_position = first_position;
-    problem.keys = kc.data_ptr<float>();
-    problem.values = vc.data_ptr<float>();
-    problem.kv_row_stride = keys.size(1) * keys.size(2);
-    problem.key_rows = rows.data_ptr<int64_t>();
-    problem.num_heads = q.size(1);
-    problem.num_kv_heads = keys.size(1);
-    problem.head_dim = q.size(2);
-    problem.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(q.size(2))));
-    problem.out = out.data_ptr<float>();
+    const AttentionProblem problem = MakeProblem(qc, kc, vc, rows, first_position, out);
     at::parallel_for(0, problem.num_queries * problem.num_heads, 1,
                      [&](int64_t begin, int64_t end) {
                        CausalAttentionItems(problem, begin, end);
@@ -68,6 +77,47 @@ torch::Tensor BatchInvariantAttention(const torch::Tensor& q, const torch::Tenso
   TORCH_CHECK(key_rows.size(0) == first_position + q.size(0),
               "attention: key_rows must name every position up to the last query");
   return AttentionFunction::apply(q, keys, values, key_rows, first_position);
+}
+
+torch::Tensor BatchInvariantAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
+                                            const torch::Tensor& values,
+                                            const std::vector<torch::Tensor>& key_rows,
+                                            const std::vector<int64_t>& first_positions,
+                                            const std::vector<int64_t>& cu_seqlens) {
+  TORCH_CHECK(q.scalar_type() == torch::kFloat32 && keys.scalar_type() == torch::kFloat32 &&
+                  values.scalar_type() == torch::kFloat32,
+              "batch-invariant attention needs float32");
+  const size_t num_sequences = cu_seqlens.size() - 1;
+  TORCH_CHECK(!cu_seqlens.empty() && key_rows.size() == num_sequences &&
+                  first_positions.size() == num_sequences && cu_seqlens.back() == q.size(0),
+              "attention: one key_rows and first position per sequence of cu_seqlens");
+  const torch::Tensor qc = q.contiguous();
+  const torch::Tensor kc = keys.contiguous();
+  const torch::Tensor vc = values.contiguous();
+  torch::Tensor out = torch::empty_like(qc);
+  std::vector<AttentionProblem> problems(num_sequences);
+  std::vector<int64_t> first_item(num_sequences + 1, 0);  // items are (token, head) pairs
+  for (size_t s = 0; s < num_sequences; ++s) {
+    const int64_t begin = cu_seqlens[s], length = cu_seqlens[s + 1] - begin;
+    TORCH_CHECK(key_rows[s].scalar_type() == torch::kInt64 && key_rows[s].is_contiguous() &&
+                    key_rows[s].size(0) == first_positions[s] + length,
+                "attention: key_rows must name every position up to the last query");
+    torch::Tensor q_rows = qc.narrow(0, begin, length);
+    torch::Tensor out_rows = out.narrow(0, begin, length);
+    problems[s] = MakeProblem(q_rows, kc, vc, key_rows[s], first_positions[s], out_rows);
+    first_item[s + 1] = first_item[s] + length * q.size(1);
+  }
+  at::parallel_for(0, first_item.back(), 1, [&](int64_t begin, int64_t end) {
+    // The sequence holding item `begin`, then each sequence's share of [begin, end).
+    size_t s = std::upper_bound(first_item.begin(), first_item.end(), begin) -
+               first_item.begin() - 1;
+    for (; s < num_sequences && first_item[s] < end; ++s) {
+      const int64_t from = std::max(begin, first_item[s]) - first_item[s];
+      const int64_t to = std::min(end, first_item[s + 1]) - first_item[s];
+      CausalAttentionItems(problems[s], from, to);
+    }
+  });
+  return out;
 }
 
 }  // namespace lockstep::kernels

@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 namespace lockstep::kernels {
 
 // Causal attention of one sequence's queries over key/value rows.
@@ -16,6 +18,17 @@ namespace lockstep::kernels {
 torch::Tensor BatchInvariantAttention(const torch::Tensor& q, const torch::Tensor& keys,
                                       const torch::Tensor& values, const torch::Tensor& key_rows,
                                       int64_t first_position);
+
+// The same attention for every sequence of a packed batch in one parallel region (decode steps:
+// one call per layer instead of one per sequence). q: [num_tokens, num_heads, head_dim], with
+// sequence s's queries at rows cu_seqlens[s] .. cu_seqlens[s + 1]; key_rows[s] and
+// first_positions[s] as for BatchInvariantAttention. Each (query, head) item gives the bits it
+// gives there. Not differentiable: for inference (the paged cache) only.
+torch::Tensor BatchInvariantAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
+                                            const torch::Tensor& values,
+                                            const std::vector<torch::Tensor>& key_rows,
+                                            const std::vector<int64_t>& first_positions,
+                                            const std::vector<int64_t>& cu_seqlens);
 
 }  // namespace lockstep::kernels
 

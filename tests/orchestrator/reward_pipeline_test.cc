@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/free_port.h"
 #include "gtest/gtest.h"
-#include "orchestrator/process_supervisor.h"
 #include "rewards/local_reward_scorer.h"
 #include "rewards/reward_registry.h"
 
