@@ -39,8 +39,7 @@ bool CpuFloat(const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      NumericMode mode) {
   if (Invariant(mode)) return kernels::BatchInvariantLinear(x, weight, bias);
-  if (x.is_cpu() && x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
-      Rows(x) <= kFastKernelMaxRows) {
+  if (CpuFloat(x) && CpuFloat(weight) && Rows(x) <= kFastKernelMaxRows) {
     return kernels::BatchInvariantLinear(x, weight, bias);
   }
   return torch::nn::functional::linear(x, weight, bias);
@@ -108,8 +107,7 @@ torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& key
     return kernels::BatchInvariantAttention(q, keys, values, rows, first_position);
   }
   if (!key_rows.defined()) return CausalAttention(q, keys, values);
-  if (q.size(0) <= kFastKernelMaxQueries && q.is_cpu() && q.scalar_type() == torch::kFloat32 &&
-      keys.scalar_type() == torch::kFloat32) {
+  if (q.size(0) <= kFastKernelMaxQueries && CpuFloat(q) && CpuFloat(keys)) {
     return kernels::BatchInvariantAttention(q, keys, values, key_rows, first_position);
   }
   return CausalAttention(q, keys.index_select(0, key_rows), values.index_select(0, key_rows));

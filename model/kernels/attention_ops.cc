@@ -87,8 +87,9 @@ torch::Tensor BatchInvariantAttentionPacked(const torch::Tensor& q, const torch:
   TORCH_CHECK(q.scalar_type() == torch::kFloat32 && keys.scalar_type() == torch::kFloat32 &&
                   values.scalar_type() == torch::kFloat32,
               "batch-invariant attention needs float32");
+  TORCH_CHECK(!cu_seqlens.empty(), "attention: cu_seqlens must hold at least the 0 it starts at");
   const size_t num_sequences = cu_seqlens.size() - 1;
-  TORCH_CHECK(!cu_seqlens.empty() && key_rows.size() == num_sequences &&
+  TORCH_CHECK(key_rows.size() == num_sequences &&
                   first_positions.size() == num_sequences && cu_seqlens.back() == q.size(0),
               "attention: one key_rows and first position per sequence of cu_seqlens");
   const torch::Tensor qc = q.contiguous();

@@ -2,9 +2,8 @@
 
 #include <ATen/Parallel.h>
 
-#include <algorithm>
-
 #include "model/kernels/log_softmax_cpu.h"
+#include "model/kernels/parallel_grain.h"
 #include "model/kernels/recompute_backward.h"
 #include "model/kernels/rms_norm_cpu.h"
 #include "model/kernels/silu_mul_cpu.h"
@@ -15,15 +14,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
-
-// Work per parallel task: enough to amortise handing it to another thread (a decode step's
-// [8, 768] RMSNorm runs inline); any split gives the same bits.
-constexpr int64_t kElementGrain = 1 << 14;
-
-// Rows per task for rows of `dim` elements: about kElementGrain elements.
-int64_t RowGrain(int64_t dim) {
-  return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, dim));
-}
 
 void CheckFloat(const torch::Tensor& t, const char* what) {
   TORCH_CHECK(t.scalar_type() == torch::kFloat32, "batch-invariant ", what, " needs float32");

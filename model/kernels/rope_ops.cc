@@ -2,8 +2,7 @@
 
 #include <ATen/Parallel.h>
 
-#include <algorithm>
-
+#include "model/kernels/parallel_grain.h"
 #include "model/kernels/rope_cpu.h"
 
 namespace lockstep::kernels {
@@ -36,9 +35,7 @@ torch::Tensor RotateHalfFromTable(const torch::Tensor& x, const torch::Tensor& c
   problem.num_heads = x.size(1);
   problem.head_dim = x.size(2);
   problem.out = out.data_ptr<float>();
-  // About 16K elements per task, as the other element kernels; any split gives the same bits.
-  const int64_t per_token = std::max<int64_t>(1, x.size(1) * x.size(2));
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / per_token);
+  const int64_t grain = RowGrain(x.size(1) * x.size(2));  // one row per token
   at::parallel_for(0, num_tokens, grain, [&](int64_t begin, int64_t end) {
     RotateHalfTokens(problem, begin, end);
   });
