@@ -185,28 +185,30 @@ absl::StatusOr<std::vector<SampleOutput>> Engine::Step() {
     absl::StatusOr<torch::Tensor> logits = runner_.Run(step);
     if (!logits.ok()) return logits.status();
     scheduler_.Commit(step);
+    std::vector<SamplingPick> picks;
     int64_t row = 0;
     for (const ScheduledSequence& scheduled : step.sequences) {
       if (scheduled.seq->num_computed_tokens != scheduled.seq->num_tokens()) continue;
       Sequence* leader = scheduled.seq;
-      torch::Tensor logits_row = (*logits)[row++];
-      std::vector<Sequence*> samplers = {leader};
+      picks.push_back({row, leader});
       RequestState& state = requests_.at(leader->request_id());
       if (leader->num_generated_tokens() == 0 && !state.pending_forks.empty()) {
         // The prompt is cached: the other samples share its blocks and this logits row.
         for (Sequence* child : state.pending_forks) {
           block_manager_.Fork(*leader, *child);
           scheduler_.AddRunning(child);
-          samplers.push_back(child);
+          picks.push_back({row, child});
         }
         state.pending_forks.clear();
       }
-      for (Sequence* seq : samplers) {
-        const SampledToken sampled = SampleToken(logits_row, *seq, mode_);
-        seq->AppendToken(sampled.token, sampled.logprob, weight_version_);
-        const FinishReason reason = StopReason(*seq);
-        if (reason != FinishReason::kNone) FinishSample(seq, reason);
-      }
+      ++row;
+    }
+    const std::vector<SampledToken> sampled = SampleTokens(*logits, picks, mode_);
+    for (size_t i = 0; i < picks.size(); ++i) {
+      Sequence* seq = picks[i].seq;
+      seq->AppendToken(sampled[i].token, sampled[i].logprob, weight_version_);
+      const FinishReason reason = StopReason(*seq);
+      if (reason != FinishReason::kNone) FinishSample(seq, reason);
     }
   }
   std::vector<SampleOutput> out;

@@ -9,21 +9,19 @@
 
 namespace lockstep::generator {
 
-SampledToken SampleToken(const torch::Tensor& logits, Sequence& seq, NumericMode mode) {
+namespace {
+
+double PickTemperature(const Sequence& seq) {
+  return seq.params().temperature <= 0.0 ? 1.0 : seq.params().temperature;  // greedy: 1
+}
+
+// Draws from one row: raw logits and their log-probs at the pick's temperature, [vocab] each.
+SampledToken SampleRow(const float* raw, const float* lp, int64_t vocab, int64_t greedy_token,
+                       Sequence& seq) {
   const SamplingParams& params = seq.params();
   const bool greedy = params.temperature <= 0.0;
-  const double temperature = greedy ? 1.0 : params.temperature;
-  torch::Tensor row = logits.reshape({1, -1}).to(torch::kFloat32).contiguous();
-  torch::Tensor logprobs = ops::LogSoftmax(row, temperature, mode).contiguous();
-  const float* lp = logprobs.data_ptr<float>();
-  const float* raw = row.data_ptr<float>();
-  const int64_t vocab = row.size(1);
-
-  int64_t token = 0;
-  if (greedy) {
-    // First index of the largest logit, like torch::argmax.
-    token = std::max_element(raw, raw + vocab) - raw;
-  } else {
+  int64_t token = greedy_token;
+  if (!greedy) {
     // Candidates in descending logit order (ties: lower id first); restrict by top-k and top-p,
     // then draw from the renormalised probabilities with this sequence's own uniform.
     std::vector<int64_t> order(vocab);
@@ -65,6 +63,58 @@ SampledToken SampleToken(const torch::Tensor& logits, Sequence& seq, NumericMode
     }
   }
   return {token, lp[token]};
+}
+
+}  // namespace
+
+std::vector<SampledToken> SampleTokens(const torch::Tensor& logits,
+                                       const std::vector<SamplingPick>& picks, NumericMode mode) {
+  const torch::Tensor rows = logits.to(torch::kFloat32).contiguous();
+  const int64_t vocab = rows.size(1);
+  // Per temperature: the distinct rows drawn at it, in first-use order, and their log-probs.
+  struct Group {
+    double temperature;
+    std::vector<int64_t> rows;
+    torch::Tensor logprobs;
+  };
+  std::vector<Group> groups;
+  std::vector<std::pair<size_t, int64_t>> where(picks.size());  // (group, row within it)
+  bool any_greedy = false;
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const double temperature = PickTemperature(*picks[i].seq);
+    any_greedy = any_greedy || picks[i].seq->params().temperature <= 0.0;
+    size_t g = 0;
+    while (g < groups.size() && groups[g].temperature != temperature) ++g;
+    if (g == groups.size()) groups.push_back({temperature, {}, {}});
+    std::vector<int64_t>& group_rows = groups[g].rows;
+    auto found = std::find(group_rows.begin(), group_rows.end(), picks[i].row);
+    if (found == group_rows.end()) found = group_rows.insert(group_rows.end(), picks[i].row);
+    where[i] = {g, found - group_rows.begin()};
+  }
+  for (Group& group : groups) {
+    std::vector<int64_t> all(rows.size(0));
+    std::iota(all.begin(), all.end(), 0);
+    const torch::Tensor selected =
+        group.rows == all ? rows : rows.index_select(0, torch::tensor(group.rows, torch::kInt64));
+    group.logprobs = ops::LogSoftmax(selected, group.temperature, mode).contiguous();
+  }
+  // First index of the largest logit of each row (torch::argmax's rule).
+  const torch::Tensor argmax = any_greedy ? ops::ArgMaxRows(rows) : torch::Tensor();
+  std::vector<SampledToken> out;
+  out.reserve(picks.size());
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const auto [g, position] = where[i];
+    const int64_t row = picks[i].row;
+    const int64_t greedy_token = any_greedy ? argmax.data_ptr<int64_t>()[row] : 0;
+    out.push_back(SampleRow(rows.data_ptr<float>() + row * vocab,
+                            groups[g].logprobs.data_ptr<float>() + position * vocab, vocab,
+                            greedy_token, *picks[i].seq));
+  }
+  return out;
+}
+
+SampledToken SampleToken(const torch::Tensor& logits, Sequence& seq, NumericMode mode) {
+  return SampleTokens(logits.reshape({1, -1}), {{0, &seq}}, mode)[0];
 }
 
 }  // namespace lockstep::generator

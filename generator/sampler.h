@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "generator/sequence.h"
 #include "model/kernels/numeric_mode.h"
@@ -23,7 +24,22 @@ struct SampledToken {
   float logprob = 0.0f;
 };
 
-// logits: one row [vocab] float32. Advances seq's random stream once unless greedy.
+// One draw: sequence `seq` picks its next token from row `row` of the step's logits.
+struct SamplingPick {
+  int64_t row = 0;
+  Sequence* seq = nullptr;
+};
+
+// Samples every pick from logits [rows, vocab] (float32); result i is picks[i]'s. Picks may
+// share a row (the samples of one prompt). The log-softmax runs once per temperature over all the
+// rows drawn at it, and greedy picks share one argmax over the rows: a step's rows cost a few op
+// calls, not a few per row. Per row the bits are those of a one-row call (ops::LogSoftmax works
+// row by row, batch-invariantly in that mode), so a pick never depends on the other rows.
+// Advances each non-greedy pick's random stream once.
+std::vector<SampledToken> SampleTokens(const torch::Tensor& logits,
+                                       const std::vector<SamplingPick>& picks, NumericMode mode);
+
+// logits: one row [vocab] float32. SampleTokens with one pick.
 SampledToken SampleToken(const torch::Tensor& logits, Sequence& seq, NumericMode mode);
 
 }  // namespace lockstep::generator

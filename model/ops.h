@@ -79,6 +79,10 @@ torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& t
 // its entries equal TargetLogProbs's bit for bit (sampler and trainer agree).
 torch::Tensor LogSoftmax(const torch::Tensor& logits, double temperature, NumericMode mode);
 
+// First index of the largest value of each row of x [rows, cols], int64 [rows] (torch::argmax's
+// rule; exact, so the same in both modes). NaN never wins on CPU float32 (our kernel).
+torch::Tensor ArgMaxRows(const torch::Tensor& x);
+
 }  // namespace lockstep::ops
 
 #endif  // LOCKSTEP_MODEL_OPS_H_

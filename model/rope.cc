@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model/kernels/rope_ops.h"
+#include "model/kernels/wants_grad.h"
 
 namespace lockstep {
 
@@ -44,8 +45,7 @@ RopeTable::RopeTable(const ModelConfig& config) {
 
 torch::Tensor RopeTable::Apply(const torch::Tensor& x, const torch::Tensor& positions) const {
   // The fused kernel gives the formula's bits; it has no backward, so graphs keep the formula.
-  const bool wants_grad = torch::GradMode::is_enabled() && x.requires_grad();
-  if (!wants_grad && x.is_cpu() && x.scalar_type() == torch::kFloat32 && x.dim() == 3) {
+  if (!kernels::WantsGrad(x) && x.is_cpu() && x.scalar_type() == torch::kFloat32 && x.dim() == 3) {
     return kernels::RotateHalfFromTable(x, cos_, sin_, positions);
   }
   const int64_t half = x.size(-1) / 2;

@@ -8,6 +8,7 @@
 
 #include "model/kernels/attention_cpu.h"
 #include "model/kernels/recompute_backward.h"
+#include "model/kernels/wants_grad.h"
 #include "model/ops.h"
 
 namespace lockstep::kernels {
@@ -35,22 +36,26 @@ AttentionProblem MakeProblem(const torch::Tensor& q, const torch::Tensor& keys,
   return problem;
 }
 
+torch::Tensor RunAttention(const torch::Tensor& q, const torch::Tensor& keys,
+                           const torch::Tensor& values, const torch::Tensor& key_rows,
+                           int64_t first_position) {
+  torch::Tensor qc = q.contiguous();
+  torch::Tensor kc = keys.contiguous();
+  torch::Tensor vc = values.contiguous();
+  torch::Tensor rows = key_rows.contiguous();
+  torch::Tensor out = torch::empty_like(qc);
+  const AttentionProblem problem = MakeProblem(qc, kc, vc, rows, first_position, out);
+  at::parallel_for(0, problem.num_queries * problem.num_heads, 1,
+                   [&](int64_t begin, int64_t end) { CausalAttentionItems(problem, begin, end); });
+  return out;
+}
+
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor keys,
                                torch::Tensor values, torch::Tensor key_rows,
                                int64_t first_position) {
     ctx->save_for_backward({q, keys, values, key_rows});
-    torch::Tensor qc = q.contiguous();
-    torch::Tensor kc = keys.contiguous();
-    torch::Tensor vc = values.contiguous();
-    torch::Tensor rows = key_rows.contiguous();
-    torch::Tensor out = torch::empty_like(qc);
-    const AttentionProblem problem = MakeProblem(qc, kc, vc, rows, first_position, out);
-    at::parallel_for(0, problem.num_queries * problem.num_heads, 1,
-                     [&](int64_t begin, int64_t end) {
-                       CausalAttentionItems(problem, begin, end);
-                     });
-    return out;
+    return RunAttention(q, keys, values, key_rows, first_position);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
@@ -76,6 +81,7 @@ torch::Tensor BatchInvariantAttention(const torch::Tensor& q, const torch::Tenso
               "batch-invariant attention needs float32");
   TORCH_CHECK(key_rows.size(0) == first_position + q.size(0),
               "attention: key_rows must name every position up to the last query");
+  if (!WantsGrad(q, keys, values)) return RunAttention(q, keys, values, key_rows, first_position);
   return AttentionFunction::apply(q, keys, values, key_rows, first_position);
 }
 

@@ -2,11 +2,15 @@
 
 #include <ATen/Parallel.h>
 
+#include <limits>
+
+#include "model/kernels/argmax_cpu.h"
 #include "model/kernels/log_softmax_cpu.h"
 #include "model/kernels/parallel_grain.h"
 #include "model/kernels/recompute_backward.h"
 #include "model/kernels/rms_norm_cpu.h"
 #include "model/kernels/silu_mul_cpu.h"
+#include "model/kernels/wants_grad.h"
 #include "model/ops.h"
 
 namespace lockstep::kernels {
@@ -19,20 +23,47 @@ void CheckFloat(const torch::Tensor& t, const char* what) {
   TORCH_CHECK(t.scalar_type() == torch::kFloat32, "batch-invariant ", what, " needs float32");
 }
 
+torch::Tensor RunRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  torch::Tensor xc = x.contiguous();
+  torch::Tensor wc = weight.contiguous();
+  torch::Tensor y = torch::empty_like(xc);
+  const int64_t dim = x.size(-1);
+  at::parallel_for(0, xc.numel() / dim, RowGrain(dim), [&](int64_t begin, int64_t end) {
+    RmsNormRows(xc.data_ptr<float>(), wc.data_ptr<float>(), y.data_ptr<float>(), dim, eps, begin,
+                end);
+  });
+  return y;
+}
+
+torch::Tensor RunSiluMul(const torch::Tensor& gate, const torch::Tensor& up) {
+  torch::Tensor g = gate.contiguous();
+  torch::Tensor u = up.contiguous();
+  torch::Tensor out = torch::empty_like(g);
+  at::parallel_for(0, g.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    SiluMul(g.data_ptr<float>(), u.data_ptr<float>(), out.data_ptr<float>(), begin, end);
+  });
+  return out;
+}
+
+torch::Tensor RunTargetLogProbs(const torch::Tensor& logits, const torch::Tensor& targets,
+                                double temperature) {
+  torch::Tensor l = logits.contiguous();
+  torch::Tensor t = targets.contiguous();
+  torch::Tensor out = torch::empty({l.size(0)}, l.options());
+  const int64_t vocab = l.size(1);
+  at::parallel_for(0, l.size(0), 1, [&](int64_t begin, int64_t end) {
+    TargetLogProbsRows(l.data_ptr<float>(), t.data_ptr<int64_t>(), out.data_ptr<float>(), vocab,
+                       static_cast<float>(temperature), begin, end);
+  });
+  return out;
+}
+
 struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor weight,
                                double eps) {
     ctx->save_for_backward({x, weight});
     ctx->saved_data["eps"] = eps;
-    torch::Tensor xc = x.contiguous();
-    torch::Tensor wc = weight.contiguous();
-    torch::Tensor y = torch::empty_like(xc);
-    const int64_t dim = x.size(-1);
-    at::parallel_for(0, xc.numel() / dim, RowGrain(dim), [&](int64_t begin, int64_t end) {
-      RmsNormRows(xc.data_ptr<float>(), wc.data_ptr<float>(), y.data_ptr<float>(), dim, eps,
-                  begin, end);
-    });
-    return y;
+    return RunRmsNorm(x, weight, eps);
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const double eps = ctx->saved_data["eps"].toDouble();
@@ -46,13 +77,7 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
 struct SiluMulFunction : public torch::autograd::Function<SiluMulFunction> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor gate, torch::Tensor up) {
     ctx->save_for_backward({gate, up});
-    torch::Tensor g = gate.contiguous();
-    torch::Tensor u = up.contiguous();
-    torch::Tensor out = torch::empty_like(g);
-    at::parallel_for(0, g.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
-      SiluMul(g.data_ptr<float>(), u.data_ptr<float>(), out.data_ptr<float>(), begin, end);
-    });
-    return out;
+    return RunSiluMul(gate, up);
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     auto g = RecomputeBackward(
@@ -67,15 +92,7 @@ struct TargetLogProbsFunction : public torch::autograd::Function<TargetLogProbsF
                                double temperature) {
     ctx->save_for_backward({logits, targets});
     ctx->saved_data["temperature"] = temperature;
-    torch::Tensor l = logits.contiguous();
-    torch::Tensor t = targets.contiguous();
-    torch::Tensor out = torch::empty({l.size(0)}, l.options());
-    const int64_t vocab = l.size(1);
-    at::parallel_for(0, l.size(0), 1, [&](int64_t begin, int64_t end) {
-      TargetLogProbsRows(l.data_ptr<float>(), t.data_ptr<int64_t>(), out.data_ptr<float>(),
-                         vocab, static_cast<float>(temperature), begin, end);
-    });
-    return out;
+    return RunTargetLogProbs(logits, targets, temperature);
   }
   // d/dlogits = g * (onehot(target) - softmax(logits / T)) / T
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
@@ -93,17 +110,20 @@ struct TargetLogProbsFunction : public torch::autograd::Function<TargetLogProbsF
 torch::Tensor BatchInvariantRmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
                                     double eps) {
   CheckFloat(x, "RMSNorm");
+  if (!WantsGrad(x, weight)) return RunRmsNorm(x, weight, eps);
   return RmsNormFunction::apply(x, weight, eps);
 }
 
 torch::Tensor BatchInvariantSiluMul(const torch::Tensor& gate, const torch::Tensor& up) {
   CheckFloat(gate, "SiLU");
+  if (!WantsGrad(gate, up)) return RunSiluMul(gate, up);
   return SiluMulFunction::apply(gate, up);
 }
 
 torch::Tensor BatchInvariantTargetLogProbs(const torch::Tensor& logits,
                                            const torch::Tensor& targets, double temperature) {
   CheckFloat(logits, "log-softmax");
+  if (!WantsGrad(logits)) return RunTargetLogProbs(logits, targets, temperature);
   return TargetLogProbsFunction::apply(logits, targets, temperature);
 }
 
@@ -115,6 +135,19 @@ torch::Tensor BatchInvariantLogSoftmax(const torch::Tensor& logits, double tempe
   at::parallel_for(0, l.numel() / vocab, 1, [&](int64_t begin, int64_t end) {
     LogSoftmaxRows(l.data_ptr<float>(), out.data_ptr<float>(), vocab,
                    static_cast<float>(temperature), begin, end);
+  });
+  return out;
+}
+
+torch::Tensor ArgMaxRows(const torch::Tensor& x) {
+  CheckFloat(x, "argmax");
+  TORCH_CHECK(x.dim() == 2 && x.size(1) <= std::numeric_limits<int32_t>::max(),
+              "argmax: rows must be a 2-D tensor of at most 2^31 - 1 columns");
+  torch::Tensor xc = x.contiguous();
+  torch::Tensor out = torch::empty({x.size(0)}, torch::kInt64);
+  const int64_t cols = x.size(1);
+  at::parallel_for(0, x.size(0), RowGrain(cols), [&](int64_t begin, int64_t end) {
+    ArgMaxRows(xc.data_ptr<float>(), cols, out.data_ptr<int64_t>(), begin, end);
   });
   return out;
 }

@@ -1,6 +1,7 @@
 // LibTorch glue for the batch-invariant row and element kernels: RMSNorm (rms_norm_cpu.h),
-// SiLU·mul (silu_mul_cpu.h), log-softmax (log_softmax_cpu.h). Each is differentiable; the
-// backward differentiates the fast-mode formula (recompute_backward.h).
+// SiLU·mul (silu_mul_cpu.h), log-softmax (log_softmax_cpu.h), argmax (argmax_cpu.h). Each but
+// argmax is differentiable; the backward differentiates the fast-mode formula
+// (recompute_backward.h).
 #ifndef LOCKSTEP_MODEL_KERNELS_ELEMENTWISE_OPS_H_
 #define LOCKSTEP_MODEL_KERNELS_ELEMENTWISE_OPS_H_
 
@@ -22,6 +23,10 @@ torch::Tensor BatchInvariantTargetLogProbs(const torch::Tensor& logits,
 // log_softmax(logits / temperature) over the last dimension, bit-identical to the values of
 // BatchInvariantTargetLogProbs (for sampling). Not differentiable.
 torch::Tensor BatchInvariantLogSoftmax(const torch::Tensor& logits, double temperature);
+
+// First index of the largest value of each row of x [rows, cols] (float32; NaN never wins), as
+// int64 [rows]. Exact, hence the same in every mode and batch.
+torch::Tensor ArgMaxRows(const torch::Tensor& x);
 
 }  // namespace lockstep::kernels
 

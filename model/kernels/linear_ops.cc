@@ -6,6 +6,7 @@
 #include <set>
 
 #include "model/kernels/linear_cpu.h"
+#include "model/kernels/wants_grad.h"
 
 namespace lockstep::kernels {
 namespace {
@@ -35,6 +36,14 @@ torch::Tensor RunLinear(const torch::Tensor& x2d, const torch::Tensor& weight,
   return y;
 }
 
+// x [..., K] -> y [..., N].
+torch::Tensor RunLinearNd(const torch::Tensor& x, const torch::Tensor& weight,
+                          const torch::Tensor& bias) {
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = weight.size(0);
+  return RunLinear(x.reshape({-1, x.size(-1)}), weight, bias).view(shape);
+}
+
 // forward: the kernel. backward: dx = dy W, dW = dy^T x, db = sum(dy).
 struct LinearFunction : public torch::autograd::Function<LinearFunction> {
   // The bias travels as an optional: autograd inspects every Tensor argument's device, and an
@@ -44,10 +53,7 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     const torch::Tensor bias = maybe_bias.value_or(torch::Tensor());
     ctx->save_for_backward({x, weight});
     ctx->saved_data["has_bias"] = bias.defined();
-    torch::Tensor x2d = x.reshape({-1, x.size(-1)});
-    std::vector<int64_t> shape = x.sizes().vec();
-    shape.back() = weight.size(0);
-    return RunLinear(x2d, weight, bias).view(shape);
+    return RunLinearNd(x, weight, bias);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
@@ -71,6 +77,7 @@ torch::Tensor BatchInvariantLinear(const torch::Tensor& x, const torch::Tensor& 
               "batch-invariant linear needs float32 input and a 2-D float32 weight");
   TORCH_CHECK(x.size(-1) == weight.size(1), "linear: input features ", x.size(-1),
               " != weight in_features ", weight.size(1));
+  if (!WantsGrad(x, weight, bias)) return RunLinearNd(x, weight, bias);
   c10::optional<torch::Tensor> maybe_bias;
   if (bias.defined()) maybe_bias = bias;
   return LinearFunction::apply(x, weight, maybe_bias);

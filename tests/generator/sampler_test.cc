@@ -1,6 +1,7 @@
 #include "generator/sampler.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "gtest/gtest.h"
 #include "model/ops.h"
@@ -18,6 +19,12 @@ Sequence MakeSequence(const SamplingParams& params, uint64_t seed, int64_t sampl
 }
 
 constexpr NumericMode kModes[] = {NumericMode::kFast, NumericMode::kBatchInvariant};
+
+uint32_t FloatBits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  return bits;
+}
 
 TEST(SamplerTest, GreedyIsArgmaxWithTemperatureOneLogprob) {
   for (NumericMode mode : kModes) {
@@ -81,6 +88,41 @@ TEST(SamplerTest, SameSeedAndSampleIndexGiveSameTokens) {
   EXPECT_EQ(draw(7, 0), draw(7, 0));
   EXPECT_NE(draw(7, 0), draw(8, 0));
   EXPECT_NE(draw(7, 0), draw(7, 1));
+}
+
+TEST(SamplerTest, ABatchOfPicksGivesEachPickItsOneRowResult) {
+  // Five rows, seven picks: greedy and two temperatures (one with top-k), two picks sharing a
+  // row (the samples of one prompt). Each pick's token and log-prob bits must be those of a
+  // one-row SampleToken on its own row with a fresh sequence of the same seed.
+  const int64_t vocab = 333;
+  torch::Tensor logits = torch::stack({RandomLogits(vocab, 1), RandomLogits(vocab, 2),
+                                       RandomLogits(vocab, 3), RandomLogits(vocab, 4),
+                                       RandomLogits(vocab, 5)});
+  SamplingParams greedy, warm, cool;
+  greedy.temperature = 0.0;
+  warm.temperature = 1.2;
+  cool.temperature = 0.5;
+  cool.top_k = 7;
+  const std::vector<std::pair<int64_t, SamplingParams>> spec = {
+      {0, greedy}, {1, warm}, {1, warm}, {2, cool}, {3, greedy}, {4, warm}, {2, greedy}};
+  for (NumericMode mode : kModes) {
+    std::vector<Sequence> batch, alone;
+    for (size_t i = 0; i < spec.size(); ++i) {
+      batch.push_back(MakeSequence(spec[i].second, 40 + i, i));
+      alone.push_back(MakeSequence(spec[i].second, 40 + i, i));
+    }
+    std::vector<SamplingPick> picks;
+    for (size_t i = 0; i < spec.size(); ++i) picks.push_back({spec[i].first, &batch[i]});
+    const std::vector<SampledToken> got = SampleTokens(logits, picks, mode);
+    ASSERT_EQ(got.size(), spec.size());
+    for (size_t i = 0; i < spec.size(); ++i) {
+      const SampledToken want = SampleToken(logits[spec[i].first], alone[i], mode);
+      EXPECT_EQ(got[i].token, want.token) << "pick " << i;
+      EXPECT_EQ(FloatBits(got[i].logprob), FloatBits(want.logprob)) << "pick " << i;
+    }
+    EXPECT_EQ(got[0].token, logits[0].argmax().item<int64_t>());
+    EXPECT_EQ(got[4].token, logits[3].argmax().item<int64_t>());
+  }
 }
 
 TEST(SamplerTest, SamplesFollowTheDistribution) {
