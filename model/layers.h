@@ -19,6 +19,7 @@ class LinearImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) {
     return ops::Linear(x, weight, bias, mode_);
   }
+  void ResetParameters();  // zeros
 
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out] or undefined
@@ -32,6 +33,7 @@ class RmsNormImpl : public torch::nn::Module {
  public:
   RmsNormImpl(int64_t dim, double eps, torch::Dtype dtype, NumericMode mode);
   torch::Tensor forward(const torch::Tensor& x) { return ops::RmsNorm(x, weight, eps_, mode_); }
+  void ResetParameters();  // ones
 
   torch::Tensor weight;  // [dim]
 
@@ -45,10 +47,15 @@ class EmbeddingImpl : public torch::nn::Module {
  public:
   EmbeddingImpl(int64_t num_embeddings, int64_t dim, torch::Dtype dtype);
   torch::Tensor forward(const torch::Tensor& ids) { return weight.index_select(0, ids); }
+  void ResetParameters();  // zeros
 
   torch::Tensor weight;  // [num_embeddings, dim]
 };
 TORCH_MODULE(Embedding);
+
+// Writes the starting values of every layer below `root` (itself included): zeros for linears
+// and embeddings, ones for norms. The layers' constructors leave their parameters unwritten.
+void ResetParameters(torch::nn::Module& root);
 
 }  // namespace lockstep
 

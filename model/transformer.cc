@@ -3,6 +3,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "model/huge_pages.h"
 
 namespace lockstep {
 
@@ -170,6 +171,10 @@ Transformer::Transformer(const ModelConfig& config, const ModelOptions& options)
     lm_head = register_module("lm_head", Linear(config.hidden_size, config.vocab_size, false,
                                                 options.compute_dtype, options.numeric_mode));
   }
+  // The parameters are still unwritten: move them into their block first (best effort: where it
+  // cannot be had they stay where they are), then write their starting values there.
+  if (options.huge_page_weights) (void)MoveParametersToHugePages(*this);
+  ResetParameters(*this);
 }
 
 const torch::Tensor& Transformer::lm_head_weight() const {

@@ -29,6 +29,8 @@ struct ModelOptions {
   torch::Dtype compute_dtype = torch::kFloat32;  // parameters and activations
   NumericMode numeric_mode = NumericMode::kFast;  // kBatchInvariant requires float32
   int64_t logits_chunk_tokens = 1024;            // rows of logits alive at once in log-probs
+  // The weights live in one block on transparent huge pages (huge_pages.h).
+  bool huge_page_weights = true;
 };
 
 // OK iff `options` can run: batch-invariant mode needs compute_dtype float32.
