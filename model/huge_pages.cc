@@ -1,7 +1,7 @@
 #include "model/huge_pages.h"
 
+#include <algorithm>
 #include <cstdlib>
-#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +20,21 @@ int64_t RoundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multi
 
 }  // namespace
 
+torch::Tensor AllocateHugePageBuffer(int64_t num_elements, torch::Dtype dtype, bool* advised) {
+  const int64_t bytes = RoundUp(std::max<int64_t>(num_elements, 1) * c10::elementSize(dtype),
+                                kHugePageBytes);
+  void* data = std::aligned_alloc(kHugePageBytes, bytes);
+  TORCH_CHECK(data != nullptr, "cannot allocate ", bytes, " bytes");
+  bool accepted = false;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  accepted = madvise(data, bytes, MADV_HUGEPAGE) == 0;  // advisory: plain pages if THP is off
+#endif
+  if (advised != nullptr) *advised = accepted;
+  return torch::from_blob(
+      data, {num_elements}, [](void* pointer) { std::free(pointer); },
+      torch::TensorOptions().dtype(dtype));
+}
+
 absl::StatusOr<HugePagePlacement> MoveParametersToHugePages(torch::nn::Module& module) {
   std::vector<torch::Tensor> parameters;
   int64_t total = 0;
@@ -30,20 +45,17 @@ absl::StatusOr<HugePagePlacement> MoveParametersToHugePages(torch::nn::Module& m
   }
   HugePagePlacement placement;
   if (parameters.empty()) return placement;
-  const int64_t block_bytes = RoundUp(total, kHugePageBytes);
-  void* raw = std::aligned_alloc(kHugePageBytes, block_bytes);
-  if (raw == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate ", block_bytes, " bytes for the model's weights"));
+  torch::Tensor block;
+  try {
+    block = AllocateHugePageBuffer(total, torch::kUInt8, &placement.advised);
+  } catch (const c10::Error& e) {
+    return absl::ResourceExhaustedError(absl::StrCat("the model's weights (", total,
+                                                     " bytes): ", e.what_without_backtrace()));
   }
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  // Before the first touch, so that the copies below fault in huge pages directly.
-  placement.advised = madvise(raw, block_bytes, MADV_HUGEPAGE) == 0;
-#endif
-  std::shared_ptr<void> block(raw, [](void* p) { std::free(p); });
   torch::NoGradGuard no_grad;
-  char* next = static_cast<char*>(raw);
+  char* next = static_cast<char*>(block.data_ptr());
   for (torch::Tensor& parameter : parameters) {
+    // Each parameter's storage holds the block: it lives as long as any of them.
     torch::Tensor home = torch::from_blob(
         next, parameter.sizes(), [block](void*) {}, parameter.options().requires_grad(false));
     home.copy_(parameter);

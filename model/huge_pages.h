@@ -33,6 +33,13 @@ struct HugePagePlacement {
 // Errors: ResourceExhausted when the block cannot be allocated (nothing has moved then).
 absl::StatusOr<HugePagePlacement> MoveParametersToHugePages(torch::nn::Module& module);
 
+// An uninitialised contiguous 1-D CPU tensor of `num_elements` of `dtype` in memory aligned to
+// 2 MiB, rounded up to whole 2 MiB pages and advised MADV_HUGEPAGE before anything touches it
+// (`*advised`: whether the kernel accepted). Freed with its storage, on any thread. Throws
+// c10::Error when memory runs out. Thread safety: a pure function.
+torch::Tensor AllocateHugePageBuffer(int64_t num_elements, torch::Dtype dtype,
+                                     bool* advised = nullptr);
+
 }  // namespace lockstep
 
 #endif  // LOCKSTEP_MODEL_HUGE_PAGES_H_

@@ -1,7 +1,8 @@
-// Large host buffers for weight transfers: 2 MiB-aligned and advised to use transparent huge
-// pages (madvise(MADV_HUGEPAGE); the kernel default here is "madvise"), so that filling a fresh
-// multi-hundred-MB staging buffer takes hundreds of page faults instead of ~100k. Freed with the
-// tensor (any thread).
+// Large host buffers for weight transfers: on transparent huge pages (model/huge_pages.h's
+// AllocateHugePageBuffer; the kernel default here is "madvise"), so that filling a fresh
+// multi-hundred-MB staging buffer takes hundreds of page faults instead of ~100k, and weights a
+// generator adopts from a sync stay on huge pages for its decode steps. Freed with the tensor
+// (any thread).
 //
 // Thread safety: a pure function.
 #ifndef LOCKSTEP_WEIGHT_SYNC_LARGE_BUFFER_H_
