@@ -1,6 +1,8 @@
 #include "model/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "model/kernels/attention_ops.h"
@@ -154,6 +156,30 @@ torch::Tensor LogSoftmax(const torch::Tensor& logits, double temperature, Numeri
   torch::Tensor scaled = logits.to(torch::kFloat32);
   if (temperature != 1.0) scaled = scaled / temperature;
   return torch::log_softmax(scaled, -1);
+}
+
+void WriteRows(torch::Tensor& destination, const torch::Tensor& rows, const torch::Tensor& source) {
+  const bool plain = CpuFloat(destination) && CpuFloat(source) && destination.is_contiguous() &&
+                     source.is_contiguous() && rows.is_cpu() && rows.is_contiguous() &&
+                     rows.scalar_type() == torch::kInt64 && rows.dim() == 1 &&
+                     source.dim() == destination.dim() && source.size(0) == rows.size(0) &&
+                     source.numel() == rows.size(0) * (destination.numel() /
+                                                       std::max<int64_t>(destination.size(0), 1));
+  if (!plain) {
+    destination.index_copy_(0, rows, source);
+    return;
+  }
+  const int64_t row_floats = source.size(0) == 0 ? 0 : source.numel() / source.size(0);
+  const int64_t* index = rows.data_ptr<int64_t>();
+  const float* from = source.data_ptr<float>();
+  float* to = destination.data_ptr<float>();
+  for (int64_t i = 0; i < rows.size(0); ++i) {  // all checked before anything is written
+    TORCH_CHECK(index[i] >= 0 && index[i] < destination.size(0), "WriteRows: row ", index[i],
+                " is outside the destination's ", destination.size(0), " rows");
+  }
+  for (int64_t i = 0; i < rows.size(0); ++i) {
+    std::memcpy(to + index[i] * row_floats, from + i * row_floats, row_floats * sizeof(float));
+  }
 }
 
 torch::Tensor ArgMaxRows(const torch::Tensor& x) {

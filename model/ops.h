@@ -79,6 +79,11 @@ torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& t
 // its entries equal TargetLogProbs's bit for bit (sampler and trainer agree).
 torch::Tensor LogSoftmax(const torch::Tensor& logits, double temperature, NumericMode mode);
 
+// destination[rows[i]] = source[i] for every i (index_copy_ along dim 0), e.g. new keys into
+// their cache slots. CPU float32 contiguous tensors take a row copy loop (a decode step writes
+// 24 of these, a few rows each: index_copy_'s dispatch cost more than the copies).
+void WriteRows(torch::Tensor& destination, const torch::Tensor& rows, const torch::Tensor& source);
+
 // First index of the largest value of each row of x [rows, cols], int64 [rows] (torch::argmax's
 // rule; exact, so the same in both modes). NaN never wins on CPU float32 (our kernel).
 torch::Tensor ArgMaxRows(const torch::Tensor& x);

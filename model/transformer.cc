@@ -84,8 +84,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
     torch::NoGradGuard no_grad;  // the cache is inference state, never part of a graph
     keys = plan.cache->keys[layer_index_].view({-1, num_kv_heads_, head_dim_});
     values = plan.cache->values[layer_index_].view({-1, num_kv_heads_, head_dim_});
-    keys.index_copy_(0, plan.new_token_slots, k.detach());
-    values.index_copy_(0, plan.new_token_slots, v.detach());
+    ops::WriteRows(keys, plan.new_token_slots, k.detach());
+    ops::WriteRows(values, plan.new_token_slots, v.detach());
   }
   torch::Tensor attended;
   if (plan.cache != nullptr) {

@@ -17,12 +17,16 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
+// The problem of `num_queries` queries of q and out starting at row `first_row` (every other
+// size from q, keys and values, which are contiguous).
 AttentionProblem MakeProblem(const torch::Tensor& q, const torch::Tensor& keys,
                              const torch::Tensor& values, const torch::Tensor& key_rows,
-                             int64_t first_position, torch::Tensor& out) {
+                             int64_t first_position, torch::Tensor& out, int64_t first_row,
+                             int64_t num_queries) {
+  const int64_t row_floats = q.size(1) * q.size(2);
   AttentionProblem problem;
-  problem.q = q.data_ptr<float>();
-  problem.num_queries = q.size(0);
+  problem.q = q.data_ptr<float>() + first_row * row_floats;
+  problem.num_queries = num_queries;
   problem.first_position = first_position;
   problem.keys = keys.data_ptr<float>();
   problem.values = values.data_ptr<float>();
@@ -32,7 +36,7 @@ AttentionProblem MakeProblem(const torch::Tensor& q, const torch::Tensor& keys,
   problem.num_kv_heads = keys.size(1);
   problem.head_dim = q.size(2);
   problem.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(q.size(2))));
-  problem.out = out.data_ptr<float>();
+  problem.out = out.data_ptr<float>() + first_row * row_floats;
   return problem;
 }
 
@@ -44,7 +48,8 @@ torch::Tensor RunAttention(const torch::Tensor& q, const torch::Tensor& keys,
   torch::Tensor vc = values.contiguous();
   torch::Tensor rows = key_rows.contiguous();
   torch::Tensor out = torch::empty_like(qc);
-  const AttentionProblem problem = MakeProblem(qc, kc, vc, rows, first_position, out);
+  const AttentionProblem problem =
+      MakeProblem(qc, kc, vc, rows, first_position, out, 0, qc.size(0));
   at::parallel_for(0, problem.num_queries * problem.num_heads, 1,
                    [&](int64_t begin, int64_t end) { CausalAttentionItems(problem, begin, end); });
   return out;
@@ -109,9 +114,7 @@ torch::Tensor BatchInvariantAttentionPacked(const torch::Tensor& q, const torch:
     TORCH_CHECK(key_rows[s].scalar_type() == torch::kInt64 && key_rows[s].is_contiguous() &&
                     key_rows[s].size(0) == first_positions[s] + length,
                 "attention: key_rows must name every position up to the last query");
-    torch::Tensor q_rows = qc.narrow(0, begin, length);
-    torch::Tensor out_rows = out.narrow(0, begin, length);
-    problems[s] = MakeProblem(q_rows, kc, vc, key_rows[s], first_positions[s], out_rows);
+    problems[s] = MakeProblem(qc, kc, vc, key_rows[s], first_positions[s], out, begin, length);
     first_item[s + 1] = first_item[s] + length * q.size(1);
   }
   at::parallel_for(0, first_item.back(), 1, [&](int64_t begin, int64_t end) {
