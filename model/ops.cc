@@ -18,6 +18,11 @@ bool Invariant(NumericMode mode) { return mode == NumericMode::kBatchInvariant; 
 // re-packs the whole weight on every call, which dominates when the batch is small
 // (bench_linear_raw: 1x1024x1024 12 GFLOP/s stock vs 49 ours; 8 rows 45 vs 202; at 512 rows
 // they are even except the LM head, where stock wins).
+// Without a graph (inference: the generator's prefill too) fast mode runs the kernel at any size:
+// in the engine, stock sgemm's own thread pool shares the cores with LibTorch's OpenMP team and
+// its workers spin on into the next decode steps (bench_generator, one run each: a 256-token
+// prefill took 0.31-0.54 s in fast mode against 0.17-0.18 s in batch-invariant mode, and b8
+// decode ran 467-491 tok/s against 506-515).
 constexpr int64_t kFastKernelMaxRows = 64;
 
 // Fast mode runs paged attention (the generator's, keys addressed by row) for at most this many
@@ -42,7 +47,8 @@ bool CpuFloat(const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      NumericMode mode) {
   if (Invariant(mode)) return kernels::BatchInvariantLinear(x, weight, bias);
-  if (CpuFloat(x) && CpuFloat(weight) && Rows(x) <= kFastKernelMaxRows) {
+  if (CpuFloat(x) && CpuFloat(weight) &&
+      (Rows(x) <= kFastKernelMaxRows || !kernels::WantsGrad(x, weight, bias))) {
     return kernels::BatchInvariantLinear(x, weight, bias);
   }
   return torch::nn::functional::linear(x, weight, bias);
@@ -122,9 +128,7 @@ torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tenso
                                       const std::vector<int64_t>& first_positions,
                                       const std::vector<int64_t>& cu_seqlens, NumericMode mode) {
   bool packed = !kernels::WantsGrad(q, keys, values) && CpuFloat(q) && CpuFloat(keys) && CpuFloat(values);
-  for (size_t s = 0; packed && !Invariant(mode) && s + 1 < cu_seqlens.size(); ++s) {
-    packed = cu_seqlens[s + 1] - cu_seqlens[s] <= kFastKernelMaxQueries;
-  }
+  // (No graph is the generator's case, prefill included: the kernel at any length, as Linear.)
   if (packed) {
     return kernels::BatchInvariantAttentionPacked(q, keys, values, key_rows, first_positions,
                                                   cu_seqlens);

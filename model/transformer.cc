@@ -84,8 +84,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
     torch::NoGradGuard no_grad;  // the cache is inference state, never part of a graph
     keys = plan.cache->keys[layer_index_].view({-1, num_kv_heads_, head_dim_});
     values = plan.cache->values[layer_index_].view({-1, num_kv_heads_, head_dim_});
-    ops::WriteRows(keys, plan.new_token_slots, k.detach());
-    ops::WriteRows(values, plan.new_token_slots, v.detach());
+    ops::WriteRows(keys, plan.new_token_slots, k.requires_grad() ? k.detach() : k);
+    ops::WriteRows(values, plan.new_token_slots, v.requires_grad() ? v.detach() : v);
   }
   torch::Tensor attended;
   if (plan.cache != nullptr) {

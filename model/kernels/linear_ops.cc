@@ -39,6 +39,7 @@ torch::Tensor RunLinear(const torch::Tensor& x2d, const torch::Tensor& weight,
 // x [..., K] -> y [..., N].
 torch::Tensor RunLinearNd(const torch::Tensor& x, const torch::Tensor& weight,
                           const torch::Tensor& bias) {
+  if (x.dim() == 2) return RunLinear(x, weight, bias);  // a step's 85 linears: no reshape + view
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = weight.size(0);
   return RunLinear(x.reshape({-1, x.size(-1)}), weight, bias).view(shape);
