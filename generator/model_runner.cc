@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
+#include "model/ops.h"
 
 namespace lockstep::generator {
 
@@ -49,6 +50,7 @@ void ModelRunner::CopyBlocks(const std::vector<BlockCopy>& copies) {
 
 absl::StatusOr<torch::Tensor> ModelRunner::Run(const ScheduledStep& step) {
   torch::NoGradGuard no_grad;
+  ops::PagedForwardScope paged_forward;  // the LM head too, for steps of more than 64 samples
   try {
     CopyBlocks(step.block_copies);
     std::vector<std::vector<int64_t>> tokens;

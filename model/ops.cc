@@ -18,12 +18,14 @@ bool Invariant(NumericMode mode) { return mode == NumericMode::kBatchInvariant; 
 // re-packs the whole weight on every call, which dominates when the batch is small
 // (bench_linear_raw: 1x1024x1024 12 GFLOP/s stock vs 49 ours; 8 rows 45 vs 202; at 512 rows
 // they are even except the LM head, where stock wins).
-// Without a graph (inference: the generator's prefill too) fast mode runs the kernel at any size:
-// in the engine, stock sgemm's own thread pool shares the cores with LibTorch's OpenMP team and
-// its workers spin on into the next decode steps (bench_generator, one run each: a 256-token
-// prefill took 0.31-0.54 s in fast mode against 0.17-0.18 s in batch-invariant mode, and b8
-// decode ran 467-491 tok/s against 506-515).
+// In a PagedForwardScope (the generator) fast mode runs the kernel at any size: there, stock
+// sgemm's own thread pool shared the cores with LibTorch's OpenMP team and its workers spun on
+// into the next decode steps (bench_generator, one run each: a 256-token prefill took 0.31-0.54 s
+// in fast mode against 0.17-0.18 s in batch-invariant mode, and b8 decode ran 467-491 tok/s
+// against 506-515).
 constexpr int64_t kFastKernelMaxRows = 64;
+
+thread_local bool paged_forward = false;
 
 // Fast mode runs paged attention (the generator's, keys addressed by row) for at most this many
 // queries of a sequence (decode steps) in the kernel of batch-invariant mode: the stock path
@@ -44,11 +46,15 @@ bool CpuFloat(const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == 
 
 }  // namespace
 
+PagedForwardScope::PagedForwardScope() : outer_(paged_forward) { paged_forward = true; }
+PagedForwardScope::~PagedForwardScope() { paged_forward = outer_; }
+bool PagedForwardScope::Active() { return paged_forward; }
+
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      NumericMode mode) {
   if (Invariant(mode)) return kernels::BatchInvariantLinear(x, weight, bias);
   if (CpuFloat(x) && CpuFloat(weight) &&
-      (Rows(x) <= kFastKernelMaxRows || !kernels::WantsGrad(x, weight, bias))) {
+      (Rows(x) <= kFastKernelMaxRows || PagedForwardScope::Active())) {
     return kernels::BatchInvariantLinear(x, weight, bias);
   }
   return torch::nn::functional::linear(x, weight, bias);
@@ -128,7 +134,9 @@ torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tenso
                                       const std::vector<int64_t>& first_positions,
                                       const std::vector<int64_t>& cu_seqlens, NumericMode mode) {
   bool packed = !kernels::WantsGrad(q, keys, values) && CpuFloat(q) && CpuFloat(keys) && CpuFloat(values);
-  // (No graph is the generator's case, prefill included: the kernel at any length, as Linear.)
+  // Paged attention is the generator's: the kernel at every length, prefill included (as
+  // Linear in a PagedForwardScope); only a graph (a test differentiating through the cache)
+  // takes the per-sequence path.
   if (packed) {
     return kernels::BatchInvariantAttentionPacked(q, keys, values, key_rows, first_positions,
                                                   cu_seqlens);
@@ -152,9 +160,8 @@ torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& t
 }
 
 torch::Tensor LogSoftmax(const torch::Tensor& logits, double temperature, NumericMode mode) {
-  // Fast mode runs the kernel too where it can (bench_kernels: 8 x 32000 rows at 2 threads,
-  // stock 181 us, kernel 48), as it has no backward only where no graph is wanted.
-  if (Invariant(mode) || (CpuFloat(logits) && !kernels::WantsGrad(logits))) {
+  // Fast mode runs the kernel too (8 x 32000 rows at 2 threads: stock 181 us, kernel 48).
+  if (Invariant(mode) || CpuFloat(logits)) {
     return kernels::BatchInvariantLogSoftmax(logits, temperature);
   }
   torch::Tensor scaled = logits.to(torch::kFloat32);

@@ -15,10 +15,26 @@
 
 namespace lockstep::ops {
 
+// Marks the forwards of the generator: while one is alive on a thread (Transformer::Hidden over
+// paged attention sets it), fast mode runs our linear kernel at every input size, prefill
+// included. Keyed on the forward's kind, never on grad mode: a trainer's forwards (training
+// attention, with or without grad) never see it, so they keep agreeing bit for bit.
+class PagedForwardScope {
+ public:
+  PagedForwardScope();
+  ~PagedForwardScope();
+  PagedForwardScope(const PagedForwardScope&) = delete;
+  PagedForwardScope& operator=(const PagedForwardScope&) = delete;
+  static bool Active();
+
+ private:
+  bool outer_;
+};
+
 // y = x W^T (+ b). x: [..., in], weight: [out, in], bias: [out] or undefined. Batch-invariant
-// mode always runs our kernel (model/kernels/linear_cpu.h); fast mode runs it for small float32
-// CPU inputs (decode steps), where stock sgemm's per-call packing of the whole weight dominates,
-// and stock LibTorch otherwise.
+// mode always runs our kernel (model/kernels/linear_cpu.h); fast mode runs it for float32 CPU
+// inputs of decode size, where stock sgemm's per-call packing of the whole weight dominates, and
+// of any size in a PagedForwardScope; stock LibTorch otherwise.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      NumericMode mode);
 
@@ -75,8 +91,9 @@ torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tenso
 torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& targets,
                              double temperature, NumericMode mode);
 
-// log_softmax(logits / temperature) over the last dimension in float32; in batch-invariant mode
-// its entries equal TargetLogProbs's bit for bit (sampler and trainer agree).
+// log_softmax(logits / temperature) over the last dimension in float32, for sampling (float32
+// CPU logits run the kernel in both modes, which has no backward); in batch-invariant mode its
+// entries equal TargetLogProbs's bit for bit (sampler and trainer agree).
 torch::Tensor LogSoftmax(const torch::Tensor& logits, double temperature, NumericMode mode);
 
 // destination[rows[i]] = source[i] for every i (index_copy_ along dim 0), e.g. new keys into

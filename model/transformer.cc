@@ -1,5 +1,6 @@
 #include "model/transformer.h"
 
+#include <optional>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -199,9 +200,11 @@ absl::StatusOr<torch::Tensor> Transformer::Hidden(const PackedBatch& batch,
   for (int64_t s = 0; s < batch.num_sequences(); ++s) {
     first_positions[s] = batch.positions[batch.cu_seqlens[s]].item<int64_t>();
   }
+  std::optional<ops::PagedForwardScope> paged_forward;
   if (const auto* paged = std::get_if<PagedAttention>(&context)) {
     absl::Status s = ValidatePagedAttention(*paged, config_, first_positions, batch.cu_seqlens);
     if (!s.ok()) return s;
+    paged_forward.emplace();
   } else {
     for (int64_t s = 0; s < batch.num_sequences(); ++s) {
       if (first_positions[s] != 0) {
