@@ -18,19 +18,19 @@ bool Invariant(NumericMode mode) { return mode == NumericMode::kBatchInvariant; 
 // re-packs the whole weight on every call, which dominates when the batch is small
 // (bench_linear_raw: 1x1024x1024 12 GFLOP/s stock vs 49 ours; 8 rows 45 vs 202; at 512 rows
 // they are even except the LM head, where stock wins).
-// In a PagedForwardScope (the generator) fast mode runs the kernel at any size: there, stock
-// sgemm's own thread pool shared the cores with LibTorch's OpenMP team and its workers spun on
-// into the next decode steps (bench_generator, one run each: a 256-token prefill took 0.31-0.54 s
-// in fast mode against 0.17-0.18 s in batch-invariant mode, and b8 decode ran 467-491 tok/s
-// against 506-515).
 constexpr int64_t kFastKernelMaxRows = 64;
 
+// Whether a PagedForwardScope is alive on this thread. There (the generator) fast mode runs the
+// linear kernel at any size: stock sgemm's own thread pool shared the cores with LibTorch's
+// OpenMP team and its workers spun on into the next decode steps (bench_generator, one run each:
+// a 256-token prefill took 0.31-0.54 s in fast mode against 0.17-0.18 s in batch-invariant mode,
+// and b8 decode ran 467-491 tok/s against 506-515).
 thread_local bool paged_forward = false;
 
-// Fast mode runs paged attention (the generator's, keys addressed by row) for at most this many
-// queries of a sequence (decode steps) in the kernel of batch-invariant mode: the stock path
-// gathers the sequence's keys and values into copies every layer and step (bench_kernels:
-// attention_decode_ms 5.5 stock vs 0.23 kernel).
+// Fast mode's one-sequence attention over cache rows (AttentionOverRows; paged forwards take
+// PackedAttentionOverRows, the kernel at any length) runs the kernel for at most this many
+// queries: the stock path gathers the sequence's keys and values into copies every layer and
+// step (bench_kernels: attention_decode_ms 5.5 stock vs 0.23 kernel).
 constexpr int64_t kFastKernelMaxQueries = 16;
 
 // Fast mode runs RMSNorm in the kernel for float32 CPU rows of at least this many elements, and
@@ -133,11 +133,10 @@ torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tenso
                                       const std::vector<torch::Tensor>& key_rows,
                                       const std::vector<int64_t>& first_positions,
                                       const std::vector<int64_t>& cu_seqlens, NumericMode mode) {
-  bool packed = !kernels::WantsGrad(q, keys, values) && CpuFloat(q) && CpuFloat(keys) && CpuFloat(values);
   // Paged attention is the generator's: the kernel at every length, prefill included (as
   // Linear in a PagedForwardScope); only a graph (a test differentiating through the cache)
   // takes the per-sequence path.
-  if (packed) {
+  if (!kernels::WantsGrad(q, keys, values) && CpuFloat(q) && CpuFloat(keys) && CpuFloat(values)) {
     return kernels::BatchInvariantAttentionPacked(q, keys, values, key_rows, first_positions,
                                                   cu_seqlens);
   }
