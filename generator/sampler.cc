@@ -11,17 +11,19 @@ namespace lockstep::generator {
 
 namespace {
 
+bool Greedy(const Sequence& seq) { return seq.params().temperature <= 0.0; }
+
+// The temperature of the pick's log-probs: 1 for greedy.
 double PickTemperature(const Sequence& seq) {
-  return seq.params().temperature <= 0.0 ? 1.0 : seq.params().temperature;  // greedy: 1
+  return Greedy(seq) ? 1.0 : seq.params().temperature;
 }
 
 // Draws from one row: raw logits and their log-probs at the pick's temperature, [vocab] each.
 SampledToken SampleRow(const float* raw, const float* lp, int64_t vocab, int64_t greedy_token,
                        Sequence& seq) {
   const SamplingParams& params = seq.params();
-  const bool greedy = params.temperature <= 0.0;
   int64_t token = greedy_token;
-  if (!greedy) {
+  if (!Greedy(seq)) {
     // Candidates in descending logit order (ties: lower id first); restrict by top-k and top-p,
     // then draw from the renormalised probabilities with this sequence's own uniform.
     std::vector<int64_t> order(vocab);
@@ -82,7 +84,7 @@ std::vector<SampledToken> SampleTokens(const torch::Tensor& logits,
   bool any_greedy = false;
   for (size_t i = 0; i < picks.size(); ++i) {
     const double temperature = PickTemperature(*picks[i].seq);
-    any_greedy = any_greedy || picks[i].seq->params().temperature <= 0.0;
+    any_greedy = any_greedy || Greedy(*picks[i].seq);
     size_t g = 0;
     while (g < groups.size() && groups[g].temperature != temperature) ++g;
     if (g == groups.size()) groups.push_back({temperature, {}, {}});
@@ -91,9 +93,9 @@ std::vector<SampledToken> SampleTokens(const torch::Tensor& logits,
     if (found == group_rows.end()) found = group_rows.insert(group_rows.end(), picks[i].row);
     where[i] = {g, found - group_rows.begin()};
   }
+  std::vector<int64_t> all(rows.size(0));  // a group of every row in order needs no gather
+  std::iota(all.begin(), all.end(), 0);
   for (Group& group : groups) {
-    std::vector<int64_t> all(rows.size(0));
-    std::iota(all.begin(), all.end(), 0);
     const torch::Tensor selected =
         group.rows == all ? rows : rows.index_select(0, torch::tensor(group.rows, torch::kInt64));
     group.logprobs = ops::LogSoftmax(selected, group.temperature, mode).contiguous();

@@ -42,55 +42,59 @@ int64_t ArgMaxPortable(const float* x, int64_t n) {
 }
 
 #if defined(__x86_64__)
+// One step of a lane-wise scan: lanes whose value v beats their best so far take v and its index.
+LOCKSTEP_TARGET_AVX2 inline void UpdateAvx2(__m256 v, __m256i index, __m256* best,
+                                            __m256i* best_index) {
+  const __m256 greater = _mm256_cmp_ps(v, *best, _CMP_GT_OQ);
+  *best = _mm256_blendv_ps(*best, v, greater);
+  *best_index = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(*best_index),
+                                                     _mm256_castsi256_ps(index), greater));
+}
+
 LOCKSTEP_TARGET_AVX2 int64_t ArgMaxAvx2(const float* x, int64_t n) {
   __m256 best = _mm256_set1_ps(kMinusInf);
   __m256i best_index = _mm256_setzero_si256();
-  __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i step = _mm256_set1_epi32(8);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    const __m256 greater = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
-    best = _mm256_blendv_ps(best, v, greater);
-    best_index = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(best_index),
-                                                      _mm256_castsi256_ps(index), greater));
-    index = _mm256_add_epi32(index, step);
+    const __m256i at = _mm256_add_epi32(lane, _mm256_set1_epi32(static_cast<int>(i)));
+    UpdateAvx2(_mm256_loadu_ps(x + i), at, &best, &best_index);
+  }
+  if (i < n) {  // the tail: lanes past n read -inf, which never wins
+    const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), lane);
+    const __m256 v = _mm256_blendv_ps(_mm256_set1_ps(kMinusInf), _mm256_maskload_ps(x + i, valid),
+                                      _mm256_castsi256_ps(valid));
+    const __m256i at = _mm256_add_epi32(lane, _mm256_set1_epi32(static_cast<int>(i)));
+    UpdateAvx2(v, at, &best, &best_index);
   }
   alignas(32) float values[8];
   alignas(32) int32_t indices[8];
   _mm256_store_ps(values, best);
   _mm256_store_si256(reinterpret_cast<__m256i*>(indices), best_index);
-  int64_t result = CombineLanes(values, indices, 8);
-  float result_value = x[result];
-  if (!(result_value > kMinusInf)) result_value = kMinusInf;  // no lane held a value yet
-  for (; i < n; ++i) {
-    if (x[i] > result_value) {
-      result_value = x[i];
-      result = i;
-    }
-  }
-  return result;
+  return CombineLanes(values, indices, 8);
+}
+
+LOCKSTEP_TARGET_AVX512 inline void UpdateAvx512(__m512 v, __m512i index, __m512* best,
+                                                __m512i* best_index) {
+  const __mmask16 greater = _mm512_cmp_ps_mask(v, *best, _CMP_GT_OQ);
+  *best = _mm512_mask_mov_ps(*best, greater, v);
+  *best_index = _mm512_mask_mov_epi32(*best_index, greater, index);
 }
 
 LOCKSTEP_TARGET_AVX512 int64_t ArgMaxAvx512(const float* x, int64_t n) {
   __m512 best = _mm512_set1_ps(kMinusInf);
   __m512i best_index = _mm512_setzero_si512();
-  __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i step = _mm512_set1_epi32(16);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_loadu_ps(x + i);
-    const __mmask16 greater = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
-    best = _mm512_mask_mov_ps(best, greater, v);
-    best_index = _mm512_mask_mov_epi32(best_index, greater, index);
-    index = _mm512_add_epi32(index, step);
+    const __m512i at = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(i)));
+    UpdateAvx512(_mm512_loadu_ps(x + i), at, &best, &best_index);
   }
   if (i < n) {  // the tail: lanes past n read -inf, which never wins
     const __mmask16 valid = static_cast<__mmask16>((1u << (n - i)) - 1u);
-    const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(kMinusInf), valid, x + i);
-    const __mmask16 greater = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
-    best = _mm512_mask_mov_ps(best, greater, v);
-    best_index = _mm512_mask_mov_epi32(best_index, greater, index);
+    const __m512i at = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(i)));
+    UpdateAvx512(_mm512_mask_loadu_ps(_mm512_set1_ps(kMinusInf), valid, x + i), at, &best,
+                 &best_index);
   }
   alignas(64) float values[16];
   alignas(64) int32_t indices[16];
