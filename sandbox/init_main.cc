@@ -1,0 +1,542 @@
+// lockstep-sandbox-init: the process the sandbox library spawns for every run. It reads the
+// run's spec (launch_protocol.h) from fd 3, enters fresh user, mount, network, IPC, UTS, cgroup
+// and PID namespaces, forks the PID namespace's init, and that init builds a minimal read-only
+// root, runs each step under rlimits, dropped capabilities and the seccomp filter, enforces each
+// step's wall-clock limit, and reports on fd 4.
+//
+// Process tree of one run (host view):
+//   launcher (the library's caller)
+//    └─ outer: this binary; joins the cgroups, drops to the sandbox uid, unshares namespaces,
+//       │       reports the ns init's host pid, waits for it
+//       └─ ns init (pid 1 in the new PID namespace): mounts, writes files, runs steps, reaps
+//           └─ step process (execve of the program; capability-less, seccomp-filtered)
+// When the ns init exits (normally, or SIGKILLed by the launcher) the kernel kills every other
+// process of the namespace and waits for them, so nothing outlives a run.
+//
+// Only libc is used (the binary links statically); errors are reported as one kError record and
+// exit status 1.
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <linux/securebits.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandbox/launch_protocol.h"
+
+namespace {
+
+namespace protocol = lockstep::sandbox::protocol;
+
+constexpr const char* kNewRoot = "/tmp";  // mount point of the new root's tmpfs (our mount ns)
+constexpr int kMaxBinds = 64;
+constexpr int kMaxFiles = 256;
+constexpr int kMaxSteps = 4;
+constexpr int kMaxStrings = 256;
+
+struct Bind {
+  const char* source;
+  const char* target;
+  bool device;
+};
+struct Link {
+  const char* target;
+  const char* path;
+};
+struct File {
+  uint32_t mode;
+  const char* path;
+  const char* content;
+  size_t size;
+};
+struct Step {
+  protocol::StepRecord limits;
+  const char* argv[kMaxStrings + 1];
+  const char* env[kMaxStrings + 1];
+};
+
+struct Spec {
+  protocol::SandboxRecord sandbox;
+  Bind binds[kMaxBinds];
+  int num_binds = 0;
+  Link links[kMaxBinds];
+  int num_links = 0;
+  File files[kMaxFiles];
+  int num_files = 0;
+  const char* cgroup_procs[8];
+  int num_cgroups = 0;
+  sock_fprog seccomp = {0, nullptr};
+  Step steps[kMaxSteps];
+  int num_steps = 0;
+};
+
+Spec spec;
+
+void WriteAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void Report(uint32_t type, const void* a, size_t a_size, const void* b = nullptr,
+            size_t b_size = 0) {
+  protocol::RecordHeader header{type, static_cast<uint32_t>(a_size + b_size)};
+  WriteAll(protocol::kReportFd, &header, sizeof(header));
+  WriteAll(protocol::kReportFd, a, a_size);
+  if (b_size > 0) WriteAll(protocol::kReportFd, b, b_size);
+}
+
+// Reports "what: strerror(errno)" and exits. Safe after fork (no allocation).
+[[noreturn]] void Die(const char* what, const char* detail = "") {
+  const int saved = errno;
+  char message[1024];
+  snprintf(message, sizeof(message), "%s%s%s: %s", what, detail[0] ? " " : "", detail,
+           saved != 0 ? strerror(saved) : "failed");
+  Report(protocol::kError, message, strlen(message) + 1);
+  _exit(1);
+}
+
+// Splits a NUL-separated payload into `out` (at most kMaxStrings, then a nullptr).
+void SplitStrings(const char* payload, uint32_t length, const char** out) {
+  int count = 0;
+  uint32_t offset = 0;
+  while (offset < length && count < kMaxStrings) {
+    out[count++] = payload + offset;
+    offset += static_cast<uint32_t>(strnlen(payload + offset, length - offset)) + 1;
+  }
+  out[count] = nullptr;
+}
+
+void ReadSpec() {
+  struct stat st;
+  if (fstat(protocol::kSpecFd, &st) != 0) Die("fstat spec");
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, protocol::kSpecFd, 0);
+  if (mapped == MAP_FAILED) Die("mmap spec");
+  const char* data = static_cast<const char*>(mapped);
+  size_t offset = 0;
+  bool have_sandbox = false;
+  while (offset + sizeof(protocol::RecordHeader) <= size) {
+    protocol::RecordHeader header;
+    memcpy(&header, data + offset, sizeof(header));
+    offset += sizeof(header);
+    if (offset + header.length > size) break;
+    const char* payload = data + offset;
+    offset += header.length;
+    // Strings were written NUL-terminated by the launcher; lengths include the NULs.
+    switch (header.type) {
+      case protocol::kSandbox:
+        memcpy(&spec.sandbox, payload, sizeof(spec.sandbox));
+        have_sandbox = true;
+        break;
+      case protocol::kReadOnlyBind:
+      case protocol::kDeviceBind: {
+        if (spec.num_binds == kMaxBinds) Die("too many bind mounts");
+        Bind& bind = spec.binds[spec.num_binds++];
+        bind.source = payload;
+        bind.target = payload + strlen(payload) + 1;
+        bind.device = header.type == protocol::kDeviceBind;
+        break;
+      }
+      case protocol::kSymlink: {
+        if (spec.num_links == kMaxBinds) Die("too many symlinks");
+        Link& link = spec.links[spec.num_links++];
+        link.target = payload;
+        link.path = payload + strlen(payload) + 1;
+        break;
+      }
+      case protocol::kFile: {
+        if (spec.num_files == kMaxFiles) Die("too many files");
+        protocol::FileRecord file_header;
+        memcpy(&file_header, payload, sizeof(file_header));
+        File& file = spec.files[spec.num_files++];
+        file.mode = file_header.mode;
+        file.path = payload + sizeof(file_header);
+        file.content = file.path + file_header.path_length;
+        file.size = header.length - sizeof(file_header) - file_header.path_length;
+        break;
+      }
+      case protocol::kCgroupProcs:
+        if (spec.num_cgroups == 8) Die("too many cgroups");
+        spec.cgroup_procs[spec.num_cgroups++] = payload;
+        break;
+      case protocol::kSeccompFilter:
+        spec.seccomp.len = static_cast<unsigned short>(header.length / sizeof(sock_filter));
+        spec.seccomp.filter = reinterpret_cast<sock_filter*>(const_cast<char*>(payload));
+        break;
+      case protocol::kStep:
+        if (spec.num_steps == kMaxSteps) Die("too many steps");
+        memcpy(&spec.steps[spec.num_steps++].limits, payload, sizeof(protocol::StepRecord));
+        break;
+      case protocol::kArgv:
+        if (spec.num_steps == 0) Die("argv before a step");
+        SplitStrings(payload, header.length, spec.steps[spec.num_steps - 1].argv);
+        break;
+      case protocol::kEnv:
+        if (spec.num_steps == 0) Die("env before a step");
+        SplitStrings(payload, header.length, spec.steps[spec.num_steps - 1].env);
+        break;
+      default:
+        errno = EINVAL;
+        Die("unknown spec record");
+    }
+  }
+  if (!have_sandbox || spec.num_steps == 0) {
+    errno = EINVAL;
+    Die("incomplete spec");
+  }
+}
+
+void WriteFileAt(const char* path, const char* content) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) Die("open", path);
+  WriteAll(fd, content, strlen(content));
+  close(fd);
+}
+
+// mkdir -p of `path` (absolute) and its parents, mode 0755.
+void MakeDirs(const char* path) {
+  char buffer[4096];
+  snprintf(buffer, sizeof(buffer), "%s", path);
+  for (char* p = buffer + 1; *p != '\0'; ++p) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buffer, 0755) != 0 && errno != EEXIST) Die("mkdir", buffer);
+    *p = '/';
+  }
+  if (mkdir(buffer, 0755) != 0 && errno != EEXIST) Die("mkdir", buffer);
+}
+
+void ParentDirs(const char* path) {
+  char buffer[4096];
+  snprintf(buffer, sizeof(buffer), "%s", path);
+  char* slash = strrchr(buffer, '/');
+  if (slash != nullptr && slash != buffer) {
+    *slash = '\0';
+    MakeDirs(buffer);
+  }
+}
+
+// Flags a bind remount must keep: a user namespace may not clear the flags of the mount it copies.
+unsigned long LockedFlags(const char* path) {
+  struct statvfs vfs;
+  if (statvfs(path, &vfs) != 0) return 0;
+  unsigned long flags = 0;
+  if (vfs.f_flag & ST_NODEV) flags |= MS_NODEV;
+  if (vfs.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (vfs.f_flag & ST_NOSUID) flags |= MS_NOSUID;
+  if (vfs.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (vfs.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (vfs.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  return flags;
+}
+
+void BindInto(const Bind& bind) {
+  char target[4096];
+  snprintf(target, sizeof(target), "%s%s", kNewRoot, bind.target);
+  struct stat st;
+  if (stat(bind.source, &st) != 0) Die("stat", bind.source);
+  if (S_ISDIR(st.st_mode)) {
+    MakeDirs(target);
+  } else {
+    ParentDirs(target);
+    int fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) Die("create mount point", target);
+    close(fd);
+  }
+  if (mount(bind.source, target, nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    Die("bind mount", bind.source);
+  }
+  unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | LockedFlags(bind.source);
+  if (!bind.device) flags |= MS_RDONLY | MS_NODEV;
+  if (mount(nullptr, target, nullptr, flags, nullptr) != 0) Die("remount read-only", target);
+}
+
+void BuildRoot() {
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) Die("make / private");
+  if (mount("tmpfs", kNewRoot, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,nr_inodes=4096,mode=0755") !=
+      0) {
+    Die("mount root tmpfs");
+  }
+  for (int i = 0; i < spec.num_binds; ++i) BindInto(spec.binds[i]);
+  char path[4096];
+  for (int i = 0; i < spec.num_links; ++i) {
+    snprintf(path, sizeof(path), "%s%s", kNewRoot, spec.links[i].path);
+    ParentDirs(path);
+    if (symlink(spec.links[i].target, path) != 0 && errno != EEXIST) Die("symlink", path);
+  }
+
+  // /work: the private, size-capped working directory; /tmp is the same tmpfs.
+  char options[128];
+  snprintf(options, sizeof(options), "size=%llu,nr_inodes=%llu,mode=0755",
+           static_cast<unsigned long long>(spec.sandbox.work_dir_bytes),
+           static_cast<unsigned long long>(spec.sandbox.work_dir_inodes));
+  snprintf(path, sizeof(path), "%s/work", kNewRoot);
+  MakeDirs(path);
+  if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) Die("mount /work");
+  char tmp[4096];
+  snprintf(tmp, sizeof(tmp), "%s/tmp", kNewRoot);
+  MakeDirs(tmp);
+  if (mount(path, tmp, nullptr, MS_BIND, nullptr) != 0) Die("bind /tmp");
+
+  for (int i = 0; i < spec.num_files; ++i) {
+    const File& file = spec.files[i];
+    snprintf(path, sizeof(path), "%s/work/%s", kNewRoot, file.path);
+    ParentDirs(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, file.mode);
+    if (fd < 0) Die("create", file.path);
+    WriteAll(fd, file.content, file.size);
+    fchmod(fd, file.mode);
+    close(fd);
+  }
+
+  if (spec.sandbox.mount_proc) {
+    snprintf(path, sizeof(path), "%s/proc", kNewRoot);
+    MakeDirs(path);
+    // A fresh procfs shows only this PID namespace. Some kernels refuse it in a user namespace
+    // (a host /proc with masked paths); the run goes on without /proc then.
+    mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  }
+
+  if (chdir(kNewRoot) != 0) Die("chdir new root");
+  if (syscall(SYS_pivot_root, ".", ".") != 0) Die("pivot_root");
+  if (umount2(".", MNT_DETACH) != 0) Die("detach old root");
+  if (chdir("/") != 0) Die("chdir /");
+  if (mount(nullptr, "/", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+            nullptr) != 0) {
+    Die("remount / read-only");
+  }
+  if (chdir("/work") != 0) Die("chdir /work");
+  sethostname("sandbox", 7);
+}
+
+void SetLimit(int resource, uint64_t soft, uint64_t hard, const char* name) {
+  struct rlimit limit = {static_cast<rlim_t>(soft), static_cast<rlim_t>(hard)};
+  if (setrlimit(resource, &limit) != 0) Die("setrlimit", name);
+}
+
+// In the step's process, after fork: limits, no capabilities, seccomp, execve. Never returns.
+[[noreturn]] void ExecStep(const Step& step, int capture_fd) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  setsid();
+  if (!step.limits.use_stdin) {
+    int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd < 0 || dup2(null_fd, 0) < 0) Die("stdin from /dev/null");
+  }
+  if (capture_fd >= 0 && (dup2(capture_fd, 1) < 0 || dup2(capture_fd, 2) < 0)) {
+    Die("capture output");
+  }
+  // Every descriptor above stdio closes at execve; the report pipe stays usable until then.
+  if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) != 0) Die("close_range");
+
+  const protocol::StepRecord& l = step.limits;
+  const uint64_t cpu_seconds = (l.cpu_ms + 999) / 1000;
+  SetLimit(RLIMIT_CPU, cpu_seconds, cpu_seconds + 1, "RLIMIT_CPU");
+  SetLimit(RLIMIT_AS, l.address_space_bytes, l.address_space_bytes, "RLIMIT_AS");
+  // The outer process and the ns init run as the same uid in this user namespace.
+  SetLimit(RLIMIT_NPROC, l.max_processes + 2, l.max_processes + 2, "RLIMIT_NPROC");
+  SetLimit(RLIMIT_FSIZE, l.max_file_bytes, l.max_file_bytes, "RLIMIT_FSIZE");
+  SetLimit(RLIMIT_NOFILE, l.max_open_files, l.max_open_files, "RLIMIT_NOFILE");
+  SetLimit(RLIMIT_CORE, 0, 0, "RLIMIT_CORE");
+  SetLimit(RLIMIT_MEMLOCK, 0, 0, "RLIMIT_MEMLOCK");
+  SetLimit(RLIMIT_MSGQUEUE, 0, 0, "RLIMIT_MSGQUEUE");
+
+  // No capabilities, now or after execve (root of a user namespace would regain them at exec
+  // without SECBIT_NOROOT and an empty bounding set).
+  if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                   SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE |
+                                   SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) != 0) {
+    Die("set securebits");
+  }
+  for (int cap = 0; cap <= 63; ++cap) {
+    if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) Die("drop bounding cap");
+  }
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capset, &header, data) != 0) Die("clear capabilities");
+
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) Die("no_new_privs");
+  if (spec.seccomp.len > 0 && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &spec.seccomp) != 0) {
+    Die("install seccomp filter");
+  }
+  execve(step.argv[0], const_cast<char* const*>(step.argv), const_cast<char* const*>(step.env));
+  Die("execve", step.argv[0]);
+}
+
+uint64_t NowMicros() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
+}
+
+uint64_t Micros(const timeval& tv) {
+  return static_cast<uint64_t>(tv.tv_sec) * 1000000u + static_cast<uint64_t>(tv.tv_usec);
+}
+
+// Runs one step to its end or its wall-clock limit; reaps every process that ends meanwhile
+// (orphans reparent to us). Returns true if it succeeded (exit status 0, in time).
+bool RunStep(int index) {
+  const Step& step = spec.steps[index];
+  int capture_fd = -1;
+  if (step.limits.capture_output) {
+    capture_fd = static_cast<int>(syscall(SYS_memfd_create, "step-output", MFD_CLOEXEC));
+    if (capture_fd < 0) Die("memfd for captured output");
+  }
+  const uint64_t start = NowMicros();
+  const pid_t pid = fork();
+  if (pid < 0) Die("fork step");
+  if (pid == 0) ExecStep(step, capture_fd);
+
+  protocol::StepDoneRecord done = {};
+  done.step_index = static_cast<uint32_t>(index);
+  const uint64_t deadline = start + step.limits.wall_ms * 1000u;
+  sigset_t child_signal;
+  sigemptyset(&child_signal);
+  sigaddset(&child_signal, SIGCHLD);
+  bool finished = false;
+  while (!finished) {
+    int status = 0;
+    struct rusage usage;
+    pid_t reaped;
+    while ((reaped = wait4(-1, &status, WNOHANG, &usage)) > 0) {
+      if (reaped != pid) continue;  // an orphan of this step
+      finished = true;
+      done.wait_status = status;
+      done.user_cpu_us = Micros(usage.ru_utime);
+      done.system_cpu_us = Micros(usage.ru_stime);
+      done.max_rss_kb = static_cast<uint64_t>(usage.ru_maxrss);
+    }
+    if (finished) break;
+    const uint64_t now = NowMicros();
+    if (now >= deadline) {
+      done.timed_out = 1;
+      kill(-1, SIGKILL);  // every process of the namespace but this one
+      if (wait4(pid, &status, 0, &usage) == pid) {
+        done.wait_status = status;
+        done.user_cpu_us = Micros(usage.ru_utime);
+        done.system_cpu_us = Micros(usage.ru_stime);
+        done.max_rss_kb = static_cast<uint64_t>(usage.ru_maxrss);
+      }
+      break;
+    }
+    const uint64_t wait_us = deadline - now;
+    timespec timeout = {static_cast<time_t>(wait_us / 1000000u),
+                        static_cast<long>((wait_us % 1000000u) * 1000u)};
+    sigtimedwait(&child_signal, nullptr, &timeout);
+  }
+  done.wall_us = NowMicros() - start;
+
+  // Whatever the step left behind (daemons, stragglers) does not run into the next step.
+  kill(-1, SIGKILL);
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+
+  static char captured[protocol::kMaxCapturedOutput];
+  if (capture_fd >= 0) {
+    ssize_t n = pread(capture_fd, captured, sizeof(captured), 0);
+    done.captured_bytes = n > 0 ? static_cast<uint32_t>(n) : 0;
+    close(capture_fd);
+  }
+  Report(protocol::kStepDone, &done, sizeof(done), captured, done.captured_bytes);
+  return !done.timed_out && WIFEXITED(done.wait_status) && WEXITSTATUS(done.wait_status) == 0;
+}
+
+[[noreturn]] void NamespaceInit(int release_fd) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  char byte;
+  while (read(release_fd, &byte, 1) < 0 && errno == EINTR) {
+  }
+  close(release_fd);
+  sigset_t child_signal;
+  sigemptyset(&child_signal);
+  sigaddset(&child_signal, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &child_signal, nullptr);
+
+  BuildRoot();
+  // Nothing in the namespace may read or write this process's memory (/proc/1/mem, environ).
+  prctl(PR_SET_DUMPABLE, 0);
+  for (int i = 0; i < spec.num_steps; ++i) {
+    if (!RunStep(i) && spec.steps[i].limits.stop_on_failure) break;
+  }
+  _exit(0);
+}
+
+void EnterNamespaces() {
+  const protocol::SandboxRecord& s = spec.sandbox;
+  if (geteuid() == 0 && s.outside_uid != 0) {
+    if (setgroups(0, nullptr) != 0) Die("setgroups");
+    if (setresgid(s.outside_gid, s.outside_gid, s.outside_gid) != 0) Die("setresgid");
+    if (setresuid(s.outside_uid, s.outside_uid, s.outside_uid) != 0) Die("setresuid");
+    // A uid change makes the process non-dumpable, which would leave /proc/self/uid_map
+    // owned by root.
+    prctl(PR_SET_DUMPABLE, 1);
+  }
+  if (unshare(CLONE_NEWUSER) != 0) Die("unshare user namespace");
+  char map[64];
+  WriteFileAt("/proc/self/setgroups", "deny");
+  snprintf(map, sizeof(map), "0 %u 1", s.outside_uid);
+  WriteFileAt("/proc/self/uid_map", map);
+  snprintf(map, sizeof(map), "0 %u 1", s.outside_gid);
+  WriteFileAt("/proc/self/gid_map", map);
+  if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID |
+              CLONE_NEWCGROUP) != 0) {
+    Die("unshare namespaces");
+  }
+}
+
+}  // namespace
+
+int main() {
+  const pid_t launcher = getppid();
+  ReadSpec();
+  char pid_text[32];
+  snprintf(pid_text, sizeof(pid_text), "%d", static_cast<int>(getpid()));
+  for (int i = 0; i < spec.num_cgroups; ++i) WriteFileAt(spec.cgroup_procs[i], pid_text);
+  EnterNamespaces();
+  // Ends the run if the launcher dies (set after the credential changes, which clear it).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(1);
+
+  int release[2];
+  if (pipe2(release, O_CLOEXEC) != 0) Die("pipe");
+  const pid_t ns_init = fork();
+  if (ns_init < 0) Die("fork namespace init");
+  if (ns_init == 0) {
+    close(release[1]);
+    NamespaceInit(release[0]);
+  }
+  close(release[0]);
+  const int32_t host_pid = ns_init;
+  Report(protocol::kNsInitPid, &host_pid, sizeof(host_pid));
+  close(release[1]);  // the ns init starts now; it is the only writer of the report from here
+  close(protocol::kReportFd);
+  int status = 0;
+  while (waitpid(ns_init, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}

@@ -1,0 +1,272 @@
+#include "sandbox/launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace lockstep::sandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Closes a descriptor when it goes out of scope.
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+void AppendRecord(std::string* out, uint32_t type, const void* data, size_t size) {
+  protocol::RecordHeader header{type, static_cast<uint32_t>(size)};
+  out->append(reinterpret_cast<const char*>(&header), sizeof(header));
+  out->append(static_cast<const char*>(data), size);
+}
+
+void AppendStrings(std::string* out, uint32_t type, const std::vector<std::string>& strings) {
+  std::string payload;
+  for (const std::string& s : strings) payload.append(s.c_str(), s.size() + 1);
+  AppendRecord(out, type, payload.data(), payload.size());
+}
+
+std::string EncodeSpec(const LaunchSpec& spec) {
+  std::string out;
+  AppendRecord(&out, protocol::kSandbox, &spec.sandbox, sizeof(spec.sandbox));
+  for (const auto& [source, target] : spec.read_only_binds) {
+    AppendStrings(&out, protocol::kReadOnlyBind, {source, target});
+  }
+  for (const auto& [source, target] : spec.device_binds) {
+    AppendStrings(&out, protocol::kDeviceBind, {source, target});
+  }
+  for (const auto& [target, path] : spec.symlinks) {
+    AppendStrings(&out, protocol::kSymlink, {target, path});
+  }
+  for (const LaunchFile& file : spec.files) {
+    protocol::FileRecord header{file.mode, static_cast<uint32_t>(file.path.size() + 1)};
+    std::string payload(reinterpret_cast<const char*>(&header), sizeof(header));
+    payload.append(file.path.c_str(), file.path.size() + 1);
+    payload.append(file.content);
+    AppendRecord(&out, protocol::kFile, payload.data(), payload.size());
+  }
+  for (const std::string& procs : spec.cgroup_procs) {
+    AppendStrings(&out, protocol::kCgroupProcs, {procs});
+  }
+  if (!spec.seccomp_filter.empty()) {
+    AppendRecord(&out, protocol::kSeccompFilter, spec.seccomp_filter.data(),
+                 spec.seccomp_filter.size());
+  }
+  for (const LaunchStep& step : spec.steps) {
+    AppendRecord(&out, protocol::kStep, &step.limits, sizeof(step.limits));
+    AppendStrings(&out, protocol::kArgv, step.argv);
+    AppendStrings(&out, protocol::kEnv, step.env);
+  }
+  return out;
+}
+
+// A sealed, read-only-from-now-on memfd holding `bytes`.
+absl::StatusOr<int> SealedMemfd(const char* name, const std::string& bytes) {
+  const int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return absl::InternalError(absl::StrCat("memfd_create: ", strerror(errno)));
+  size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close(fd);
+      return absl::InternalError(absl::StrCat("writing ", name, ": ", strerror(errno)));
+    }
+    written += static_cast<size_t>(n);
+  }
+  fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+  lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+absl::Status Pipe(int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  return absl::OkStatus();
+}
+
+// Parses complete records out of `buffer` into `outcome`; returns the host pid of the ns init
+// when that record arrives (0 otherwise).
+pid_t ParseReport(std::string* buffer, LaunchOutcome* outcome) {
+  pid_t ns_init = 0;
+  size_t offset = 0;
+  while (buffer->size() - offset >= sizeof(protocol::RecordHeader)) {
+    protocol::RecordHeader header;
+    memcpy(&header, buffer->data() + offset, sizeof(header));
+    if (buffer->size() - offset - sizeof(header) < header.length) break;
+    const char* payload = buffer->data() + offset + sizeof(header);
+    if (header.type == protocol::kNsInitPid && header.length == sizeof(int32_t)) {
+      int32_t pid;
+      memcpy(&pid, payload, sizeof(pid));
+      ns_init = pid;
+    } else if (header.type == protocol::kStepDone && header.length >= sizeof(protocol::StepDoneRecord)) {
+      LaunchOutcome::Step step;
+      memcpy(&step.done, payload, sizeof(step.done));
+      step.captured_output.assign(payload + sizeof(step.done),
+                                  header.length - sizeof(step.done));
+      outcome->steps.push_back(std::move(step));
+    } else if (header.type == protocol::kError) {
+      outcome->error.assign(payload, strnlen(payload, header.length));
+    }
+    offset += sizeof(header) + header.length;
+  }
+  buffer->erase(0, offset);
+  return ns_init;
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec) {
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<int> spec_fd_or = SealedMemfd("lockstep-sandbox-spec", EncodeSpec(spec));
+  if (!spec_fd_or.ok()) return spec_fd_or.status();
+  Fd spec_fd(*spec_fd_or);
+  absl::StatusOr<int> stdin_fd_or = SealedMemfd("lockstep-sandbox-stdin", spec.stdin_data);
+  if (!stdin_fd_or.ok()) return stdin_fd_or.status();
+  Fd stdin_fd(*stdin_fd_or);
+  int out[2], err[2], report[2];
+  if (absl::Status s = Pipe(out); !s.ok()) return s;
+  Fd out_read(out[0]), out_write(out[1]);
+  if (absl::Status s = Pipe(err); !s.ok()) return s;
+  Fd err_read(err[0]), err_write(err[1]);
+  if (absl::Status s = Pipe(report); !s.ok()) return s;
+  Fd report_read(report[0]), report_write(report[1]);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, stdin_fd.get(), 0);
+  posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
+  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
+  posix_spawn_file_actions_adddup2(&actions, spec_fd.get(), protocol::kSpecFd);
+  posix_spawn_file_actions_adddup2(&actions, report_write.get(), protocol::kReportFd);
+  posix_spawn_file_actions_addclosefrom_np(&actions, protocol::kReportFd + 1);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  // The caller may block or ignore signals (servers ignore SIGPIPE); the sandbox starts clean.
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  char* const argv[] = {const_cast<char*>("lockstep-sandbox-init"), nullptr};
+  char* const envp[] = {nullptr};
+  pid_t outer = -1;
+  const int spawn_error =
+      posix_spawn(&outer, init_path.c_str(), &actions, &attributes, argv, envp);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (spawn_error != 0) {
+    return absl::InternalError(
+        absl::StrCat("posix_spawn ", init_path, ": ", strerror(spawn_error)));
+  }
+  spec_fd.Reset();
+  stdin_fd.Reset();
+  out_write.Reset();
+  err_write.Reset();
+  report_write.Reset();
+
+  LaunchOutcome outcome;
+  std::string report_buffer;
+  int ns_init_pidfd = -1;
+  bool killed = false;
+  // Ends the run: the ns init's death empties the PID namespace before the outer process, which
+  // waits for it, can exit.
+  auto kill_run = [&] {
+    if (killed) return;
+    killed = true;
+    if (ns_init_pidfd >= 0) syscall(SYS_pidfd_send_signal, ns_init_pidfd, SIGKILL, nullptr, 0);
+    kill(outer, SIGKILL);
+  };
+  const Clock::time_point deadline = start + std::chrono::milliseconds(spec.deadline_ms);
+  struct Stream {
+    Fd* fd;
+    std::string* data;
+    bool open = true;
+  };
+  Stream streams[3] = {{&out_read, &outcome.stdout_data},
+                       {&err_read, &outcome.stderr_data},
+                       {&report_read, &report_buffer}};
+  const size_t cap = static_cast<size_t>(spec.max_output_bytes);
+  char chunk[65536];
+  while (streams[0].open || streams[1].open || streams[2].open) {
+    pollfd fds[3];
+    int count = 0;
+    int index[3];
+    for (int i = 0; i < 3; ++i) {
+      if (!streams[i].open) continue;
+      fds[count] = {streams[i].fd->get(), POLLIN, 0};
+      index[count++] = i;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline && !killed) {
+      outcome.deadline_killed = true;
+      kill_run();
+    }
+    const int timeout_ms =
+        killed ? 1000
+               : static_cast<int>(
+                     std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1);
+    const int ready = poll(fds, count, timeout_ms);
+    if (ready < 0 && errno != EINTR) break;
+    for (int k = 0; k < count && ready > 0; ++k) {
+      if (fds[k].revents == 0) continue;
+      Stream& stream = streams[index[k]];
+      const ssize_t n = read(stream.fd->get(), chunk, sizeof(chunk));
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        stream.open = false;
+        continue;
+      }
+      if (n < 0) continue;
+      if (index[k] == 2) {
+        stream.data->append(chunk, static_cast<size_t>(n));
+        const pid_t pid = ParseReport(&report_buffer, &outcome);
+        if (pid > 0 && ns_init_pidfd < 0) {
+          ns_init_pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+        }
+        continue;
+      }
+      const size_t room = cap > stream.data->size() ? cap - stream.data->size() : 0;
+      stream.data->append(chunk, std::min(room, static_cast<size_t>(n)));
+      if (static_cast<size_t>(n) > room && !killed) {
+        outcome.output_limit = true;
+        kill_run();
+      }
+    }
+  }
+  int status = 0;
+  while (waitpid(outer, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (ns_init_pidfd >= 0) close(ns_init_pidfd);
+  outcome.total_wall_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (outcome.error.empty() && !killed && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+    outcome.error = absl::StrCat("sandbox init ended with status ", status);
+  }
+  return outcome;
+}
+
+}  // namespace lockstep::sandbox
