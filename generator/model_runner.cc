@@ -48,7 +48,8 @@ void ModelRunner::CopyBlocks(const std::vector<BlockCopy>& copies) {
   }
 }
 
-absl::StatusOr<torch::Tensor> ModelRunner::Run(const ScheduledStep& step) {
+absl::StatusOr<torch::Tensor> ModelRunner::Run(const ScheduledStep& step,
+                                               ForwardObserver* observer) {
   torch::NoGradGuard no_grad;
   ops::PagedForwardScope paged_forward;  // the LM head too, for steps of more than 64 samples
   try {
@@ -70,13 +71,20 @@ absl::StatusOr<torch::Tensor> ModelRunner::Run(const ScheduledStep& step) {
     }
     absl::StatusOr<PackedBatch> batch = PackContinuations(tokens, starts);
     if (!batch.ok()) return batch.status();
-    absl::StatusOr<torch::Tensor> hidden = model_->Hidden(*batch, paged);
+    absl::StatusOr<torch::Tensor> hidden = model_->Hidden(*batch, paged, observer);
     if (!hidden.ok()) return hidden.status();
     if (sampling_rows.empty()) {
       return torch::empty({0, model_->config().vocab_size}, torch::kFloat32);
     }
     torch::Tensor last = Transformer::LastTokenRows(*hidden, *batch);
-    return model_->Logits(last.index_select(0, torch::tensor(sampling_rows, torch::kInt64)));
+    torch::Tensor logits =
+        model_->Logits(last.index_select(0, torch::tensor(sampling_rows, torch::kInt64)));
+    if (observer != nullptr) {
+      std::vector<int64_t> token_rows;  // packed-batch row of each logits row
+      for (int64_t i : sampling_rows) token_rows.push_back(batch->cu_seqlens[i + 1] - 1);
+      observer->OnOutput(-1, Op::kLmHead, logits, &token_rows);
+    }
+    return logits;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("model runner: ", e.what_without_backtrace()));
   }

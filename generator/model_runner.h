@@ -27,9 +27,12 @@ class ModelRunner {
   ModelRunner(std::shared_ptr<Transformer> model, int64_t num_blocks, int64_t block_size);
 
   // Runs the step: float32 logits [number of step.sequences with samples(), vocab], in the order
-  // of step.sequences. Does not change the sequences (the scheduler commits afterwards).
+  // of step.sequences. Does not change the sequences (the scheduler commits afterwards). A
+  // non-null `observer` sees every op of the forward and the LM head (forward_observer.h; the
+  // step's packed batch holds each scheduled sequence's new tokens in step order).
   // Errors: the model's InvalidArgument/Internal, or Internal for a LibTorch failure.
-  absl::StatusOr<torch::Tensor> Run(const ScheduledStep& step);
+  absl::StatusOr<torch::Tensor> Run(const ScheduledStep& step,
+                                    ForwardObserver* observer = nullptr);
 
   // Hot swap (between steps): the parameters become `tensors` by pointer, no copy
   // (Transformer::AdoptWeights). Returns the old storage for the caller to free. InvalidArgument

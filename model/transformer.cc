@@ -16,6 +16,7 @@ struct AttentionPlan {
   std::vector<torch::Tensor> key_rows;
   PagedKvCache* cache = nullptr;          // paged mode only
   torch::Tensor new_token_slots;          // paged mode: flat cache slot of each new token
+  ForwardObserver* observer = nullptr;    // not owned; null = nobody watches
 };
 
 namespace {
@@ -69,15 +70,26 @@ AttentionImpl::AttentionImpl(const ModelConfig& config, const ModelOptions& opti
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan& plan,
                                      const RopeTable& rope, const torch::Tensor& positions) {
   const int64_t num_tokens = x.size(0);
-  torch::Tensor q = q_proj(x).view({num_tokens, num_heads_, head_dim_});
-  torch::Tensor k = k_proj(x).view({num_tokens, num_kv_heads_, head_dim_});
-  torch::Tensor v = v_proj(x).view({num_tokens, num_kv_heads_, head_dim_});
+  const OpTap tap{plan.observer, layer_index_};
+  torch::Tensor q = q_proj(x);
+  tap(Op::kQProj, q);
+  torch::Tensor k = k_proj(x);
+  tap(Op::kKProj, k);
+  torch::Tensor v = v_proj(x);
+  tap(Op::kVProj, v);
+  q = q.view({num_tokens, num_heads_, head_dim_});
+  k = k.view({num_tokens, num_kv_heads_, head_dim_});
+  v = v.view({num_tokens, num_kv_heads_, head_dim_});
   if (q_norm) {  // Qwen3: per-head RMSNorm before RoPE
     q = q_norm(q);
+    tap(Op::kQNorm, q);
     k = k_norm(k);
+    tap(Op::kKNorm, k);
   }
   q = rope.Apply(q, positions);
+  tap(Op::kRopeQ, q);
   k = rope.Apply(k, positions);
+  tap(Op::kRopeK, k);
 
   // Keys and values by row: the batch's own (training) or the flat block cache (paged).
   torch::Tensor keys = k, values = v;
@@ -106,7 +118,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
     attended = torch::cat(outputs, 0);
   }
   attended = attended.view({num_tokens, num_heads_ * head_dim_});
-  return o_proj(attended);
+  tap(Op::kAttention, attended);
+  torch::Tensor out = o_proj(attended);
+  tap(Op::kOProj, out);
+  return out;
 }
 
 MlpImpl::MlpImpl(const ModelConfig& config, const ModelOptions& options)
@@ -118,12 +133,21 @@ MlpImpl::MlpImpl(const ModelConfig& config, const ModelOptions& options)
   down_proj = register_module("down_proj", Linear(inner, hidden, false, dtype, mode_));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  return down_proj(ops::SiluMul(gate_proj(x), up_proj(x), mode_));
+torch::Tensor MlpImpl::forward(const torch::Tensor& x, const OpTap& tap) {
+  torch::Tensor gate = gate_proj(x);
+  tap(Op::kGateProj, gate);
+  torch::Tensor up = up_proj(x);
+  tap(Op::kUpProj, up);
+  torch::Tensor gated = ops::SiluMul(gate, up, mode_);
+  tap(Op::kSiluMul, gated);
+  torch::Tensor down = down_proj(gated);
+  tap(Op::kDownProj, down);
+  return down;
 }
 
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const ModelOptions& options,
-                                   int64_t layer_index) {
+                                   int64_t layer_index)
+    : layer_index_(layer_index) {
   const torch::Dtype dtype = options.compute_dtype;
   const NumericMode mode = options.numeric_mode;
   input_layernorm = register_module(
@@ -136,8 +160,16 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const ModelOptions
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const AttentionPlan& plan,
                                         const RopeTable& rope, const torch::Tensor& positions) {
-  torch::Tensor h = x + self_attn(input_layernorm(x), plan, rope, positions);
-  return h + mlp(post_attention_layernorm(h));
+  const OpTap tap{plan.observer, layer_index_};
+  torch::Tensor normed = input_layernorm(x);
+  tap(Op::kInputNorm, normed);
+  torch::Tensor h = x + self_attn(normed, plan, rope, positions);
+  tap(Op::kAttentionResidual, h);
+  torch::Tensor post_normed = post_attention_layernorm(h);
+  tap(Op::kPostAttentionNorm, post_normed);
+  torch::Tensor out = h + mlp(post_normed, tap);
+  tap(Op::kMlpResidual, out);
+  return out;
 }
 
 DecoderStackImpl::DecoderStackImpl(const ModelConfig& config, const ModelOptions& options) {
@@ -183,15 +215,20 @@ const torch::Tensor& Transformer::lm_head_weight() const {
 }
 
 torch::Tensor Transformer::RunLayers(const PackedBatch& batch, const AttentionPlan& plan) {
+  const OpTap tap{plan.observer, -1};
   torch::Tensor h = model->embed_tokens(batch.token_ids);
+  tap(Op::kEmbedding, h);
   for (const auto& layer : *model->layers) {
     h = layer->as<DecoderLayerImpl>()->forward(h, plan, rope_, batch.positions);
   }
-  return model->norm(h);
+  torch::Tensor normed = model->norm(h);
+  tap(Op::kFinalNorm, normed);
+  return normed;
 }
 
 absl::StatusOr<torch::Tensor> Transformer::Hidden(const PackedBatch& batch,
-                                                  const AttentionContext& context) {
+                                                  const AttentionContext& context,
+                                                  ForwardObserver* observer) {
   if (absl::Status s = ValidateBatch(batch, config_.vocab_size, config_.max_position_embeddings);
       !s.ok()) {
     return s;
@@ -215,7 +252,9 @@ absl::StatusOr<torch::Tensor> Transformer::Hidden(const PackedBatch& batch,
     }
   }
   try {
-    return RunLayers(batch, MakePlan(batch, context, first_positions));
+    AttentionPlan plan = MakePlan(batch, context, first_positions);
+    plan.observer = observer;
+    return RunLayers(batch, plan);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("model forward failed: ", e.what_without_backtrace()));
   }

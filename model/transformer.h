@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "model/attention_context.h"
 #include "model/config.h"
+#include "model/forward_observer.h"
 #include "model/kernels/numeric_mode.h"
 #include "model/layers.h"
 #include "model/packed_batch.h"
@@ -58,8 +59,8 @@ TORCH_MODULE(Attention);
 class MlpImpl : public torch::nn::Module {
  public:
   MlpImpl(const ModelConfig& config, const ModelOptions& options);
-  // down(silu(gate(x)) * up(x))
-  torch::Tensor forward(const torch::Tensor& x);
+  // down(silu(gate(x)) * up(x)); `tap` sees gate, up, silu·mul and down.
+  torch::Tensor forward(const torch::Tensor& x, const OpTap& tap = {});
 
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
@@ -77,6 +78,9 @@ class DecoderLayerImpl : public torch::nn::Module {
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   Attention self_attn{nullptr};
   Mlp mlp{nullptr};
+
+ private:
+  int64_t layer_index_;
 };
 TORCH_MODULE(DecoderLayer);
 
@@ -98,9 +102,12 @@ class Transformer : public torch::nn::Module {
   Transformer(const ModelConfig& config, const ModelOptions& options = {});
 
   // Final-normed hidden states [num_tokens, hidden_size] for the packed batch. In paged mode the
-  // batch's keys and values are appended to the cache first. Errors: InvalidArgument for a batch
-  // or context that does not fit the model; Internal for a LibTorch failure.
-  absl::StatusOr<torch::Tensor> Hidden(const PackedBatch& batch, const AttentionContext& context);
+  // batch's keys and values are appended to the cache first. A non-null `observer` (not owned,
+  // used only during the call) receives every op's output from the embedding to the final norm
+  // (forward_observer.h). Errors: InvalidArgument for a batch or context that does not fit the
+  // model; Internal for a LibTorch failure.
+  absl::StatusOr<torch::Tensor> Hidden(const PackedBatch& batch, const AttentionContext& context,
+                                       ForwardObserver* observer = nullptr);
 
   // LM head over hidden rows: float32 logits [rows, vocab_size].
   torch::Tensor Logits(const torch::Tensor& hidden);

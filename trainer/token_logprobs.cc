@@ -9,7 +9,8 @@ namespace lockstep::trainer {
 
 absl::StatusOr<TokenLogprobs> ComputeTokenLogprobs(Transformer& model,
                                                    const std::vector<ScoredSequence>& sequences,
-                                                   double temperature, bool with_entropy) {
+                                                   double temperature, bool with_entropy,
+                                                   ForwardObserver* observer) {
   std::vector<std::vector<int64_t>> token_lists;
   std::vector<int64_t> rows, targets;
   TokenLogprobs out;
@@ -28,7 +29,7 @@ absl::StatusOr<TokenLogprobs> ComputeTokenLogprobs(Transformer& model,
   }
   absl::StatusOr<PackedBatch> batch = PackSequences(token_lists);
   if (!batch.ok()) return batch.status();
-  absl::StatusOr<torch::Tensor> hidden = model.Hidden(*batch, TrainingAttention{});
+  absl::StatusOr<torch::Tensor> hidden = model.Hidden(*batch, TrainingAttention{}, observer);
   if (!hidden.ok()) return hidden.status();
   try {
     torch::Tensor selected = hidden->index_select(0, torch::tensor(rows, torch::kInt64));
@@ -40,6 +41,10 @@ absl::StatusOr<TokenLogprobs> ComputeTokenLogprobs(Transformer& model,
     for (int64_t begin = 0; begin < total; begin += chunk) {
       const int64_t length = std::min(chunk, total - begin);
       torch::Tensor logits = model.Logits(selected.narrow(0, begin, length));
+      if (observer != nullptr) {
+        const std::vector<int64_t> token_rows(rows.begin() + begin, rows.begin() + begin + length);
+        observer->OnOutput(-1, Op::kLmHead, logits, &token_rows);
+      }
       logprob_pieces.push_back(
           ops::TargetLogProbs(logits, target_tensor.narrow(0, begin, length), temperature, mode));
       if (with_entropy) {

@@ -34,10 +34,13 @@ struct TokenLogprobs {
 // flow when grad mode is on. With `with_entropy`, also H_t = -sum_v p_v log p_v of the same
 // (temperature-scaled) distribution, computed from the same logits chunk without gradients.
 // Logits are computed for completion rows only, `model.options().logits_chunk_tokens` rows at a
-// time. Errors: InvalidArgument from the model for a batch it cannot run.
+// time. A non-null `observer` sees every op of the forward and the LM head's rows (the packed
+// batch holds the sequences in order, whole). Errors: InvalidArgument from the model for a batch
+// it cannot run.
 absl::StatusOr<TokenLogprobs> ComputeTokenLogprobs(Transformer& model,
                                                    const std::vector<ScoredSequence>& sequences,
-                                                   double temperature, bool with_entropy);
+                                                   double temperature, bool with_entropy,
+                                                   ForwardObserver* observer = nullptr);
 
 }  // namespace lockstep::trainer
 
