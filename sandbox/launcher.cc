@@ -198,8 +198,12 @@ absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchS
   auto kill_run = [&] {
     if (killed) return;
     killed = true;
-    if (ns_init_pidfd >= 0) syscall(SYS_pidfd_send_signal, ns_init_pidfd, SIGKILL, nullptr, 0);
-    kill(outer, SIGKILL);
+    // Not the outer process too: it must live to reap the ns init, which happens only once the
+    // namespace is empty. Before the ns init exists, the outer process is all there is.
+    if (ns_init_pidfd < 0 ||
+        syscall(SYS_pidfd_send_signal, ns_init_pidfd, SIGKILL, nullptr, 0) != 0) {
+      kill(outer, SIGKILL);
+    }
   };
   const Clock::time_point deadline = start + std::chrono::milliseconds(spec.deadline_ms);
   struct Stream {

@@ -1,0 +1,111 @@
+// What the sandbox tests share: one real Sandbox per configuration (with the machine's cgroups,
+// and with cgroups turned off, so that the rlimit fallback is proven too), request builders,
+// and checks that nothing of a run is left on the host.
+#ifndef LOCKSTEP_TESTS_SANDBOX_SANDBOX_TEST_UTIL_H_
+#define LOCKSTEP_TESTS_SANDBOX_SANDBOX_TEST_UTIL_H_
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "sandbox/sandbox.h"
+
+namespace lockstep::sandbox::testing {
+
+// The sandbox with cgroups as the machine allows (`use_cgroups`) or turned off. Created once per
+// process; the test fails (not skips) if the kernel refuses the sandbox.
+inline Sandbox& SharedSandbox(bool use_cgroups) {
+  static std::unique_ptr<Sandbox> with_cgroups, without_cgroups;
+  std::unique_ptr<Sandbox>& slot = use_cgroups ? with_cgroups : without_cgroups;
+  if (slot == nullptr) {
+    SandboxOptions options;
+    options.use_cgroups = use_cgroups;
+    absl::StatusOr<std::unique_ptr<Sandbox>> created = Sandbox::Create(options);
+    if (!created.ok()) {
+      ADD_FAILURE() << created.status();
+      std::abort();
+    }
+    slot = *std::move(created);
+  }
+  return *slot;
+}
+
+inline ExecRequest Python(const std::string& source, ExecLimits limits = {}) {
+  ExecRequest request;
+  request.language = "python3";
+  request.source = source;
+  request.limits = limits;
+  return request;
+}
+
+inline std::string ReadHostFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+inline bool HostPathExists(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0;
+}
+
+// Host pids of processes that run as `uid` in a PID namespace other than ours: processes of a
+// sandbox run (no other process of this machine lives there as the sandbox's uid).
+inline std::vector<int> ForeignNamespaceProcesses(uint32_t uid) {
+  char own[64] = {};
+  readlink("/proc/self/ns/pid", own, sizeof(own) - 1);
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* entry = readdir(proc)) {
+    const int pid = atoi(entry->d_name);
+    if (pid <= 0) continue;
+    const std::string base = "/proc/" + std::string(entry->d_name);
+    struct stat st;
+    if (stat(base.c_str(), &st) != 0 || st.st_uid != uid) continue;
+    char ns[64] = {};
+    if (readlink((base + "/ns/pid").c_str(), ns, sizeof(ns) - 1) <= 0) continue;
+    if (std::string(ns) != own) pids.push_back(pid);
+  }
+  closedir(proc);
+  return pids;
+}
+
+// Host pids whose command line contains `needle`.
+inline std::vector<int> ProcessesWithArgument(const std::string& needle) {
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* entry = readdir(proc)) {
+    const int pid = atoi(entry->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    std::string cmdline = ReadHostFile("/proc/" + std::string(entry->d_name) + "/cmdline");
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmdline.find(needle) != std::string::npos) pids.push_back(pid);
+  }
+  closedir(proc);
+  return pids;
+}
+
+// The sandbox still works after whatever ran before: a trivial program runs and prints.
+inline void ExpectNextRunWorks(Sandbox& sandbox) {
+  absl::StatusOr<ExecResult> result = sandbox.Run(Python("print('next run ok')"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->verdict, Verdict::kOk) << result->stderr_data << result->error;
+  EXPECT_EQ(result->stdout_data, "next run ok\n");
+  EXPECT_TRUE(ForeignNamespaceProcesses(sandbox.isolation().outside_uid).empty());
+}
+
+}  // namespace lockstep::sandbox::testing
+
+#endif  // LOCKSTEP_TESTS_SANDBOX_SANDBOX_TEST_UTIL_H_
