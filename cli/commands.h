@@ -14,6 +14,7 @@ void AddGenerateCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);
 void AddRunCommand(CLI::App& app);
 void AddReportCommand(CLI::App& app);
+void AddSandboxCommand(CLI::App& app);
 void AddDiagnoseCommand(CLI::App& app);
 
 // `lockstep serve <service>`, registered under the `serve` group.

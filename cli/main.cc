@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   lockstep::cli::AddServeCommand(app);
   lockstep::cli::AddRunCommand(app);
   lockstep::cli::AddReportCommand(app);
+  lockstep::cli::AddSandboxCommand(app);
   lockstep::cli::AddDiagnoseCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
