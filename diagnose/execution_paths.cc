@@ -37,7 +37,8 @@ int64_t MaxLength(const std::vector<DiagnoseSequence>& sequences) {
 }
 
 absl::Status RunTrain(Transformer& model, const std::vector<DiagnoseSequence>& sequences,
-                      const PathSettings& settings, double temperature, PathRun& run) {
+                      const PathSettings& settings, double temperature, ForwardObserver* observer,
+                      PathRun& run) {
   const int64_t count = static_cast<int64_t>(sequences.size());
   const int64_t longest = MaxLength(sequences);
   int64_t fillers = 0;
@@ -58,7 +59,7 @@ absl::Status RunTrain(Transformer& model, const std::vector<DiagnoseSequence>& s
     run.capture->BeginForward(std::move(rows));
     torch::AutoGradMode grad(true);  // the trainer's loss forward runs with autograd on
     absl::StatusOr<trainer::TokenLogprobs> logprobs = trainer::ComputeTokenLogprobs(
-        model, scored, temperature, /*with_entropy=*/false, run.capture.get());
+        model, scored, temperature, /*with_entropy=*/false, observer);
     if (!logprobs.ok()) return logprobs.status();
     const torch::Tensor values = logprobs->logprobs.detach().contiguous();
     for (int64_t j = 0; j < settings.pack && begin + j < count; ++j) {
@@ -72,7 +73,8 @@ absl::Status RunTrain(Transformer& model, const std::vector<DiagnoseSequence>& s
 
 absl::Status RunGenerate(Transformer& model, std::shared_ptr<Transformer> shared,
                          const std::vector<DiagnoseSequence>& sequences,
-                         const PathSettings& settings, double temperature, PathRun& run) {
+                         const PathSettings& settings, double temperature,
+                         ForwardObserver* observer, PathRun& run) {
   using generator::Sequence;
   const int64_t count = static_cast<int64_t>(sequences.size());
   std::vector<DiagnoseSequence> all = sequences;
@@ -115,7 +117,7 @@ absl::Status RunGenerate(Transformer& model, std::shared_ptr<Transformer> shared
       }
     }
     run.capture->BeginForward(std::move(rows));
-    absl::StatusOr<torch::Tensor> logits = runner.Run(step, run.capture.get());
+    absl::StatusOr<torch::Tensor> logits = runner.Run(step, observer);
     if (!logits.ok()) return logits.status();
     scheduler.Commit(step);
     torch::Tensor log_probs;
@@ -146,7 +148,7 @@ absl::Status RunGenerate(Transformer& model, std::shared_ptr<Transformer> shared
 
 absl::StatusOr<PathRun> RunPath(Transformer& model, const std::vector<DiagnoseSequence>& sequences,
                                 const PathSettings& settings, double temperature,
-                                OutputHook* perturb) {
+                                OutputHook* perturb, bool observe) {
   if (model.options().numeric_mode != settings.mode ||
       model.options().compute_dtype != settings.dtype) {
     return absl::InternalError("diagnose: the model was not loaded with the path's settings");
@@ -156,16 +158,17 @@ absl::StatusOr<PathRun> RunPath(Transformer& model, const std::vector<DiagnoseSe
   for (const auto& s : sequences) lengths.push_back(static_cast<int64_t>(s.tokens.size()));
   run.capture = std::make_unique<OpCapture>(lengths, settings.mode, temperature, perturb);
   run.logprobs.resize(sequences.size());
+  ForwardObserver* observer = observe ? run.capture.get() : nullptr;
   SetComputeThreads(settings.threads);
   const auto start = std::chrono::steady_clock::now();
   absl::Status status;
   try {
     if (settings.path == PathKind::kTrain) {
-      status = RunTrain(model, sequences, settings, temperature, run);
+      status = RunTrain(model, sequences, settings, temperature, observer, run);
     } else {
       // The runner shares the model without owning it.
       std::shared_ptr<Transformer> borrowed(&model, [](Transformer*) {});
-      status = RunGenerate(model, borrowed, sequences, settings, temperature, run);
+      status = RunGenerate(model, borrowed, sequences, settings, temperature, observer, run);
     }
   } catch (const c10::Error& e) {
     status = absl::InternalError(absl::StrCat("diagnose: ", e.what_without_backtrace()));

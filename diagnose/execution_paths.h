@@ -37,10 +37,12 @@ struct PathRun {
 // must be the settings'), at `temperature` (> 0). Sets the compute threads to settings.threads.
 // Filler sequences (random tokens, deterministic) complete the last packed batch (train) or
 // the continuous batch (generate); they are computed but never compared. `perturb` (tests; may
-// be null) sees every op output before the capture does. Errors: the model's, or Internal.
+// be null) sees every op output before the capture does. With `observe` false the forwards run
+// without an observer and the capture stays empty (the plain forwards, for bench/diagnose).
+// Errors: the model's, or Internal.
 absl::StatusOr<PathRun> RunPath(Transformer& model, const std::vector<DiagnoseSequence>& sequences,
                                 const PathSettings& settings, double temperature,
-                                OutputHook* perturb = nullptr);
+                                OutputHook* perturb = nullptr, bool observe = true);
 
 }  // namespace lockstep::diagnose
 

@@ -65,6 +65,7 @@ struct ParityStats {
   int64_t mismatch_position = 0;  //   index into its completion tokens
   float mismatch_trainer_logprob = 0;
   float mismatch_generator_logprob = 0;
+  std::vector<int64_t> mismatched_rollouts;  // batch indices with a mismatched token, ascending
 };
 
 struct StepMetrics {
@@ -117,7 +118,11 @@ class Trainer {
   // InvalidArgument (state untouched), naming the rollout index: empty batch, empty completion,
   // length mismatch of log-probs/versions/mask, sequence over max_sequence_length, token id
   // outside the vocabulary, non-finite advantage, weight version above the trainer's.
-  absl::StatusOr<StepMetrics> TrainStep(const std::vector<Rollout>& batch);
+  // When `mismatch_weights_dir` is not empty and parity finds a token that is not
+  // bit-identical, the weights the batch was scored with are saved there (Hugging Face layout,
+  // written to a temporary folder and renamed) before the update, unless the folder exists.
+  absl::StatusOr<StepMetrics> TrainStep(const std::vector<Rollout>& batch,
+                                        const std::string& mismatch_weights_dir = "");
 
   // One cross-entropy step on the completion tokens (token mean); version += 1. Same
   // validation as TrainStep where it applies. Runs at options.sft_lr when that is > 0.
@@ -156,6 +161,8 @@ class Trainer {
 
   struct Sequence;  // one packed sequence of a step: tokens and its completion rows
   // InvalidArgument "<what> <index>: <problem>" for a sequence the model cannot score.
+  // SaveModel into `dir` through `dir`.tmp and a rename; nothing when `dir` exists.
+  absl::Status SaveWeightsOnce(const std::string& dir) const;
   absl::Status ValidateSequence(const char* what, size_t index, const std::vector<int64_t>& prompt,
                                 const std::vector<int64_t>& completion) const;
   // Applies the summed gradients: all-reduce, clip, AdamW; advances step and version. `sft`:

@@ -69,6 +69,7 @@ void ToProto(const ParityStats& parity, v1::ParityStats* proto) {
   proto->set_mismatch_position(parity.mismatch_position);
   proto->set_mismatch_trainer_logprob(parity.mismatch_trainer_logprob);
   proto->set_mismatch_generator_logprob(parity.mismatch_generator_logprob);
+  for (int64_t rollout : parity.mismatched_rollouts) proto->add_mismatched_rollouts(rollout);
 }
 
 void ToProto(const StepMetrics& metrics, v1::StepMetrics* proto) {

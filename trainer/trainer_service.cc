@@ -91,7 +91,8 @@ grpc::ServerUnaryReactor* TrainerService::TrainStep(grpc::CallbackServerContext*
                                                     const v1::TrainStepRequest* request,
                                                     v1::TrainStepResponse* response) {
   return Enqueue(context, [this, request, response]() -> absl::Status {
-    absl::StatusOr<StepMetrics> metrics = trainer_->TrainStep(FromProto(*request));
+    absl::StatusOr<StepMetrics> metrics =
+        trainer_->TrainStep(FromProto(*request), request->mismatch_weights_dir());
     if (!metrics.ok()) return metrics.status();
     ToProto(*metrics, response->mutable_metrics());
     return absl::OkStatus();

@@ -1,0 +1,163 @@
+// `lockstep diagnose` as a process: exit codes (0 identical, 1 different, 2 bad input), the
+// JSON contract, the HTML file, and bad input named with nothing written.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/run_lockstep.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::ReadFile;
+using test_support::RunLockstep;
+
+class DiagnoseCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new fs::path(fs::temp_directory_path() / ("diagnose_cli_" + std::to_string(getpid())));
+    fs::create_directories(*root_);
+    const auto init = RunLockstep({"init-model", "--arch", "qwen3", "--preset", "tiny", "--out",
+                                   (*root_ / "model").string(), "--seed", "5"},
+                                  *root_ / "init.log");
+    ASSERT_EQ(init.exit_code, 0) << init.output;
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*root_);
+    delete root_;
+  }
+
+  static test_support::Outcome Diagnose(std::vector<std::string> args) {
+    args.insert(args.begin(), "diagnose");
+    return RunLockstep(args, *root_ / "diagnose.log");
+  }
+  static std::string Model() { return (*root_ / "model").string(); }
+  static std::string Tokens(int64_t n, int64_t seed) {
+    std::string text;
+    for (int64_t i = 0; i < n; ++i) {
+      text += (i ? "," : "") + std::to_string((seed * 131 + i * 37) % 500);
+    }
+    return text;
+  }
+
+  static fs::path* root_;
+};
+fs::path* DiagnoseCliTest::root_ = nullptr;
+
+TEST_F(DiagnoseCliTest, BatchInvariantTrainerAndGeneratorAgreeAndExitZero) {
+  const fs::path json = *root_ / "same.json", html = *root_ / "same.html";
+  const auto run = Diagnose({"--model", Model(), "--tokens", Tokens(20, 1), "--tokens",
+                             Tokens(13, 2), "--b", "batch=2,chunk=4", "--json", json.string(),
+                             "--html", html.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("verdict: identical in every bit"), std::string::npos) << run.output;
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(json));
+  EXPECT_TRUE(report["identical"].get<bool>());
+  EXPECT_EQ(report["tokens_compared"].get<int64_t>(), 10 + 7);
+  EXPECT_EQ(report["tokens_differing"].get<int64_t>(), 0);
+  EXPECT_EQ(report["max_abs_logprob_diff"].get<double>(), 0.0);
+  EXPECT_EQ(report["vocab"]["max_kl"].get<double>(), 0.0);
+  EXPECT_EQ(report["vocab"]["top1_agreement"].get<double>(), 1.0);
+  EXPECT_TRUE(report["first_divergence"].is_null());
+  ASSERT_FALSE(report["ops"].empty());
+  for (const auto& op : report["ops"]) EXPECT_EQ(op["max_abs_diff"].get<double>(), 0.0) << op;
+  const std::string page = ReadFile(html);
+  EXPECT_NE(page.find("identical in every bit"), std::string::npos);
+  EXPECT_NE(page.find("<table class=heat>"), std::string::npos);
+}
+
+TEST_F(DiagnoseCliTest, FastAgainstBatchInvariantExitsOneAndNamesTheOp) {
+  const fs::path json = *root_ / "differ.json";
+  const auto run = Diagnose({"--model", Model(), "--tokens", Tokens(80, 3), "--a", "mode=fast",
+                             "--json", json.string()});
+  ASSERT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("first divergence: sequence 0"), std::string::npos) << run.output;
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(json));
+  EXPECT_FALSE(report["identical"].get<bool>());
+  ASSERT_TRUE(report["first_divergence"].is_object());
+  const nlohmann::json& first = report["first_divergence"];
+  EXPECT_TRUE(first["inputs_identical"].get<bool>());
+  EXPECT_GE(first["layer"].get<int64_t>(), 0);
+  EXPECT_FALSE(first["op"].get<std::string>().empty());
+  EXPECT_EQ(first["sequence"].get<int64_t>(), 0);
+}
+
+TEST_F(DiagnoseCliTest, BadInputExitsTwoNamesTheProblemAndWritesNothing) {
+  const fs::path json = *root_ / "never.json";
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  // A model whose vocabulary is smaller than its tokenizer's.
+  const fs::path small = *root_ / "small_vocab";
+  fs::create_directories(small);
+  fs::copy(*root_ / "model", small, fs::copy_options::overwrite_existing);
+  nlohmann::json config = nlohmann::json::parse(ReadFile(small / "config.json"));
+  config["vocab_size"] = 100;
+  std::ofstream(small / "config.json") << config.dump();
+  const fs::path prompts = *root_ / "prompts.jsonl";
+  std::ofstream(prompts) << R"({"prompt": "1+2=", "completion": "3"})" << "\n";
+  // A run directory without records, and one whose record file was cut short.
+  fs::create_directories(*root_ / "run_empty");
+  fs::create_directories(*root_ / "run_cut" / "mismatches");
+  std::ofstream(*root_ / "run_cut" / "mismatches" / "step-000003.jsonl")
+      << R"({"step": 3, "rollout": 0, "weight_version": 3, "weights_dir": "w", "prompt_tok)";
+
+  const std::vector<Case> cases = {
+      {{"--model", Model(), "--tokens", "1,2,3", "--a", "colour=red"}, "unknown path setting 'colour'"},
+      {{"--model", Model(), "--tokens", "1,2,900"}, "token id 900"},
+      {{"--model", small.string(), "--prompts", prompts.string()}, "do not belong together"},
+      {{(*root_ / "run_empty").string()}, "no mismatch records"},
+      {{(*root_ / "run_cut").string()}, "step-000003.jsonl:1"},
+      {{"--model", Model(), "--tokens", "7"}, "at least 2"},
+      {{"--model", Model()}, "exactly one of"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.push_back("--json");
+    args.push_back(json.string());
+    const auto run = Diagnose(args);
+    EXPECT_EQ(run.exit_code, 2) << c.message << "\n" << run.output;
+    EXPECT_NE(run.output.find(c.message), std::string::npos) << run.output;
+    EXPECT_FALSE(fs::exists(json)) << c.message;
+  }
+}
+
+TEST_F(DiagnoseCliTest, BehaviourFileIsComparedWithTheTrainerPath) {
+  // Log-probs "from another engine": the generator's own (identical), then one nudged.
+  const fs::path same = *root_ / "same.json";
+  ASSERT_EQ(Diagnose({"--model", Model(), "--tokens", Tokens(12, 4), "--json", same.string()})
+                .exit_code,
+            0);
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(same));
+  std::vector<float> logprobs = report["sequences"][0]["logprobs_b"].get<std::vector<float>>();
+  std::vector<int64_t> tokens;
+  std::stringstream list(Tokens(12, 4));
+  for (std::string t; std::getline(list, t, ',');) tokens.push_back(std::stoll(t));
+  const fs::path file = *root_ / "behaviour.jsonl";
+  const auto write = [&](const std::vector<float>& values) {
+    nlohmann::json line = {{"prompt_tokens", std::vector<int64_t>(tokens.begin(), tokens.begin() + 6)},
+                           {"completion_tokens", std::vector<int64_t>(tokens.begin() + 6, tokens.end())},
+                           {"logprobs", values}};
+    std::ofstream(file) << line.dump() << "\n";
+  };
+  write(logprobs);
+  const fs::path out = *root_ / "behaviour.json";
+  auto run = Diagnose({"--model", Model(), "--behaviour", file.string(), "--json", out.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  logprobs[2] += 0.25f;
+  write(logprobs);
+  run = Diagnose({"--model", Model(), "--behaviour", file.string(), "--json", out.string()});
+  ASSERT_EQ(run.exit_code, 1) << run.output;
+  const nlohmann::json nudged = nlohmann::json::parse(ReadFile(out));
+  EXPECT_EQ(nudged["tokens_differing"].get<int64_t>(), 1);
+  EXPECT_NEAR(nudged["max_abs_logprob_diff"].get<double>(), 0.25, 1e-6);
+  EXPECT_EQ(nudged["sequences"][0]["tokens_differing"].get<int64_t>(), 1);
+  EXPECT_TRUE(nudged["first_divergence"].is_null());
+}
+
+}  // namespace
+}  // namespace lockstep
