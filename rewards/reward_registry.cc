@@ -5,11 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rewards/code_tests.h"
 #include "rewards/exact_match.h"
 #include "rewards/length_penalty.h"
 #include "rewards/math_answer.h"
 #include "rewards/regex_format.h"
 #include "rewards/rubric.h"
+#include "sandbox/sandbox.h"
 
 namespace lockstep::rewards {
 namespace {
@@ -172,14 +174,54 @@ absl::StatusOr<std::unique_ptr<Reward>> CreateLengthPenalty(const nlohmann::json
   return Upcast(LengthPenaltyReward::Create(options));
 }
 
+absl::StatusOr<std::unique_ptr<Reward>> CreateCodeTests(const nlohmann::json& json,
+                                                        const BuiltinContext& context) {
+  CodeTestsOptions options;
+  std::string sandbox_address;
+  OptionReader reader("code_tests", json);
+  reader.String("language", &options.language);
+  reader.Bool("all_or_nothing", &options.all_or_nothing);
+  reader.String("tests_key", &options.tests_key);
+  reader.Integer("max_tests", &options.max_tests);
+  reader.Integer("wall_ms", &options.limits.wall_ms);
+  reader.Integer("cpu_ms", &options.limits.cpu_ms);
+  reader.Integer("memory_mb", &options.limits.memory_mb);
+  reader.Integer("max_processes", &options.limits.max_processes);
+  reader.Integer("max_output_bytes", &options.limits.max_output_bytes);
+  reader.String("sandbox_address", &sandbox_address);
+  if (!sandbox_address.empty() && !context.connect_sandbox) {
+    reader.BadValue("sandbox_address", "needs a binary that links the sandbox client (lockstep)");
+  }
+  if (absl::Status status = reader.Finish(); !status.ok()) return status;
+  std::shared_ptr<sandbox::Executor> executor;
+  if (!sandbox_address.empty()) {
+    absl::StatusOr<std::shared_ptr<sandbox::Executor>> remote =
+        context.connect_sandbox(sandbox_address);
+    if (!remote.ok()) return remote.status();
+    executor = *std::move(remote);
+  } else {
+    absl::StatusOr<sandbox::Sandbox*> local = sandbox::DefaultSandbox();
+    if (!local.ok()) {
+      return absl::Status(local.status().code(),
+                          absl::StrCat("reward \"code_tests\": ", local.status().message()));
+    }
+    // The process-wide sandbox lives until exit; the reward only borrows it.
+    executor = std::shared_ptr<sandbox::Executor>(*local, [](sandbox::Executor*) {});
+  }
+  return Upcast(CodeTestsReward::Create(std::move(options), std::move(executor)));
+}
+
 }  // namespace
 
-RewardRegistry RewardRegistry::WithBuiltins() {
+RewardRegistry RewardRegistry::WithBuiltins(const BuiltinContext& context) {
   RewardRegistry registry;
   registry.factories_.emplace("math", CreateMath);
   registry.factories_.emplace("exact_match", CreateExactMatch);
   registry.factories_.emplace("regex", CreateRegex);
   registry.factories_.emplace("length_penalty", CreateLengthPenalty);
+  registry.factories_.emplace("code_tests", [context](const nlohmann::json& options) {
+    return CreateCodeTests(options, context);
+  });
   return registry;
 }
 
@@ -246,8 +288,9 @@ absl::StatusOr<std::unique_ptr<Reward>> RewardRegistry::CreateRubric(
 }
 
 absl::StatusOr<std::unique_ptr<Reward>> CreateBuiltinReward(absl::string_view name,
-                                                            const nlohmann::json& options) {
-  return RewardRegistry::WithBuiltins().Create(name, options);
+                                                            const nlohmann::json& options,
+                                                            const BuiltinContext& context) {
+  return RewardRegistry::WithBuiltins(context).Create(name, options);
 }
 
 }  // namespace lockstep::rewards

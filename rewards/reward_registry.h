@@ -13,6 +13,12 @@
 //   rubric:         components (array, required) of
 //                   {"name": string, "reward": string, "weight": number (1),
 //                    "options": object ({})}; components are built from the same registry.
+//   code_tests:     language ("python3" | "cpp" | "bash", "python3"), all_or_nothing (bool,
+//                   false), tests_key (string, "tests"), max_tests (integer, 64),
+//                   wall_ms (4000), cpu_ms (4000), memory_mb (512), max_processes (16),
+//                   max_output_bytes (1 MiB) per test run, sandbox_address (string, "": the
+//                   in-process sandbox; else a `lockstep serve sandbox` reached through
+//                   BuiltinContext::connect_sandbox). See code_tests.h.
 #ifndef LOCKSTEP_REWARDS_REWARD_REGISTRY_H_
 #define LOCKSTEP_REWARDS_REWARD_REGISTRY_H_
 
@@ -27,6 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 #include "rewards/reward.h"
+#include "sandbox/executor.h"
 
 namespace lockstep::rewards {
 
@@ -34,14 +41,23 @@ namespace lockstep::rewards {
 using RewardFactory =
     std::function<absl::StatusOr<std::unique_ptr<Reward>>(const nlohmann::json& options)>;
 
+// What some built-ins need from the binary that creates them, beyond their options.
+struct BuiltinContext {
+  // Connects to a sandbox service ("host:port") for code_tests' sandbox_address; unset in
+  // binaries that link no gRPC client (then sandbox_address is an error naming the option).
+  std::function<absl::StatusOr<std::shared_ptr<sandbox::Executor>>(const std::string& address)>
+      connect_sandbox;
+};
+
 // Not thread-safe to Register while another thread calls Create; Create alone is const and safe.
 class RewardRegistry {
  public:
   // An empty registry (only "rubric", which is always available).
   RewardRegistry() = default;
 
-  // A registry holding the built-ins: math, exact_match, regex, length_penalty (and rubric).
-  static RewardRegistry WithBuiltins();
+  // A registry holding the built-ins: math, exact_match, regex, length_penalty, code_tests (and
+  // rubric).
+  static RewardRegistry WithBuiltins(const BuiltinContext& context = {});
 
   // Adds a reward. Returns AlreadyExists if the name is taken (including "rubric"),
   // InvalidArgument if it is empty or the factory is null.
@@ -61,9 +77,10 @@ class RewardRegistry {
   std::map<std::string, RewardFactory, std::less<>> factories_;
 };
 
-// Shorthand for RewardRegistry::WithBuiltins().Create(name, options).
+// Shorthand for RewardRegistry::WithBuiltins(context).Create(name, options).
 absl::StatusOr<std::unique_ptr<Reward>> CreateBuiltinReward(
-    absl::string_view name, const nlohmann::json& options = nlohmann::json::object());
+    absl::string_view name, const nlohmann::json& options = nlohmann::json::object(),
+    const BuiltinContext& context = {});
 
 }  // namespace lockstep::rewards
 

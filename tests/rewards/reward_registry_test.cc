@@ -26,7 +26,7 @@ absl::StatusOr<RewardResult> ScoreWith(const Reward& reward, const std::string& 
 
 TEST(RewardRegistryTest, ListsBuiltins) {
   EXPECT_THAT(RewardRegistry::WithBuiltins().names(),
-              ElementsAre("exact_match", "length_penalty", "math", "regex", "rubric"));
+              ElementsAre("code_tests", "exact_match", "length_penalty", "math", "regex", "rubric"));
 }
 
 TEST(RewardRegistryTest, CreatesEachBuiltinWithDefaults) {
@@ -119,7 +119,7 @@ TEST(RewardRegistryTest, UnknownRewardListsKnownOnes) {
   auto reward = CreateBuiltinReward("maths");
   ASSERT_FALSE(reward.ok());
   EXPECT_EQ(reward.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(reward.status().message()), HasSubstr("known: exact_match"));
+  EXPECT_THAT(std::string(reward.status().message()), HasSubstr("known: code_tests, exact_match"));
 }
 
 TEST(RewardRegistryTest, RegistersCustomRewardsUsableInRubrics) {
