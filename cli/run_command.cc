@@ -57,7 +57,7 @@ absl::Status RunRun(const RunFlags& flags) {
       orchestrator::LoadJobConfig(config_path, overrides);
   if (!config.ok()) return config.status();
   orchestrator::InstallStopSignalHandlers();
-  absl::StatusOr<nlohmann::json> summary = orchestrator::RunJob(*config, options);
+  absl::StatusOr<orchestrator::JobSummary> summary = orchestrator::RunJob(*config, options);
   if (absl::IsCancelled(summary.status())) {
     std::fprintf(stderr, "lockstep run: stopped (%s); continue with: lockstep run --resume %s\n",
                  std::string(summary.status().message()).c_str(),

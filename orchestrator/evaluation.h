@@ -13,18 +13,10 @@
 #include "data/jsonl_dataset.h"
 #include "model/tokenizer/tokenizer.h"
 #include "orchestrator/generator_client.h"
+#include "orchestrator/job_summary.h"  // EvalResult
 #include "rewards/reward_scorer.h"
 
 namespace lockstep::orchestrator {
-
-struct EvalResult {
-  int64_t num_prompts = 0;
-  int64_t num_correct = 0;
-  int64_t num_failed = 0;  // reward items that could not be scored
-  double accuracy = 0;     // num_correct / num_prompts
-  double reward_mean = 0;  // over scored items
-  double seconds = 0;
-};
 
 // `sampling` gives max_tokens and stop tokens; temperature is forced to 0 and n to 1.
 absl::StatusOr<EvalResult> Evaluate(const Dataset& eval, const Tokenizer& tokenizer,

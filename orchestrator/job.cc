@@ -1,445 +1,265 @@
 #include "orchestrator/job.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/auth.h"
-#include "common/free_port.h"
-#include "data/arithmetic_task.h"
+#include "common/child_process.h"
+#include "common/file_io.h"
 #include "data/dataset_iterator.h"
 #include "orchestrator/environment_rollouts.h"
 #include "orchestrator/evaluation.h"
-#include "orchestrator/generator_client.h"
-#include "orchestrator/job_rewards.h"
-#include "orchestrator/process_supervisor.h"
+#include "orchestrator/job_services.h"
+#include "orchestrator/metrics_log.h"
+#include "orchestrator/progress_line.h"
 #include "orchestrator/rl_loop.h"
+#include "orchestrator/run_dir.h"
 #include "orchestrator/stop_signal.h"
-#include "orchestrator/trainer_client.h"
-#include "orchestrator/weight_sync_driver.h"
+#include "orchestrator/task_data.h"
 
 namespace lockstep::orchestrator {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Where a job keeps its files, under the run directory.
-struct RunPaths {
-  fs::path root;
-  fs::path model() const { return root / "model"; }
-  fs::path checkpoints() const { return root / "checkpoints"; }
-  fs::path logs() const { return root / "logs"; }
-  fs::path token() const { return root / "auth_token"; }
-  fs::path trainer_options() const { return root / "trainer_options.json"; }
-  fs::path config() const { return root / "config.toml"; }
-  fs::path metrics() const { return root / "metrics.jsonl"; }
-  fs::path summary() const { return root / "summary.json"; }
-  fs::path eval_before() const { return root / "eval_before.json"; }
+// Where the RL loop starts: the prompt stream's position and the RL steps already done.
+struct LoopStart {
+  DatasetIterator iterator;
+  int64_t steps_done = 0;
 };
-
-absl::Status WriteTextFile(const fs::path& path, const std::string& text) {
-  const fs::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << text;
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", temporary.string()));
-  }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error) return absl::InternalError(absl::StrCat("cannot rename to ", path.string()));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadTextFile(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path.string()));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs argv to completion with output appended to `log_path`; error naming the command.
-absl::Status RunToCompletion(const std::vector<std::string>& argv, const fs::path& log_path) {
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork failed");
-  if (pid == 0) {
-    FILE* log = std::fopen(log_path.c_str(), "a");
-    if (log != nullptr) {
-      dup2(fileno(log), 1);
-      dup2(fileno(log), 2);
-    }
-    std::vector<char*> args;
-    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat("'", absl::StrJoin(argv, " "), "' failed (log: ",
-                                            log_path.string(), "): ", LogTail(log_path, 5)));
-  }
-  return absl::OkStatus();
-}
-
-// The tokens after which a completion ends: the tokenizer's end-of-turn and end-of-text.
-std::vector<int64_t> StopTokens(const Tokenizer& tokenizer) {
-  std::vector<int64_t> ids;
-  for (const char* token : {"<|im_end|>", "<|endoftext|>"}) {
-    if (std::optional<int32_t> id = tokenizer.TokenToId(token)) ids.push_back(*id);
-  }
-  return ids;
-}
-
-struct TaskData {
-  std::unique_ptr<Dataset> train;
-  std::unique_ptr<Dataset> eval;
-  std::unique_ptr<Dataset> sft;  // the warm-start set when it differs from train
-};
-
-absl::StatusOr<TaskData> LoadTaskData(const JobConfig& config) {
-  TaskData data;
-  if (config.data.task == "arithmetic") {
-    ArithmeticTaskOptions options;
-    options.max_operand = config.data.max_operand;
-    options.teacher_carry_error = config.data.teacher_carry_error;
-    options.teacher_draws = config.data.teacher_draws;
-    options.eval_size = std::max<int64_t>(1, config.data.eval_size);
-    options.seed = static_cast<uint64_t>(config.job.seed);
-    absl::StatusOr<ArithmeticTask> task = MakeArithmeticTask(options);
-    if (!task.ok()) return task.status();
-    data.train = std::make_unique<Dataset>(std::move(task->train));
-    data.sft = std::make_unique<Dataset>(std::move(task->sft));
-    if (config.data.eval_size > 0) data.eval = std::make_unique<Dataset>(std::move(task->eval));
-    return data;
-  }
-  absl::StatusOr<Dataset> train = LoadJsonlDataset(config.data.train_file);
-  if (!train.ok()) return train.status();
-  data.train = std::make_unique<Dataset>(*std::move(train));
-  if (!config.data.eval_file.empty()) {
-    absl::StatusOr<Dataset> eval = LoadJsonlDataset(config.data.eval_file);
-    if (!eval.ok()) return eval.status();
-    data.eval = std::make_unique<Dataset>(*std::move(eval));
-  }
-  return data;
-}
-
-// A batch of SFT examples: prompt tokens, then the reference answer and the stop token.
-absl::StatusOr<v1::SftStepRequest> SftBatch(DatasetIterator& iterator, const Tokenizer& tokenizer,
-                                            int64_t batch_size, int64_t stop_token) {
-  v1::SftStepRequest request;
-  for (int64_t i = 0; i < batch_size; ++i) {
-    const Example& example = iterator.Next();
-    if (!example.prompt.has_value() || !example.answer.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat("sft: example at line ", example.line_number,
-                                                     " needs a prompt and an answer"));
-    }
-    absl::StatusOr<std::vector<int32_t>> prompt = tokenizer.Encode(*example.prompt);
-    if (!prompt.ok()) return prompt.status();
-    absl::StatusOr<std::vector<int32_t>> answer = tokenizer.Encode(*example.answer);
-    if (!answer.ok()) return answer.status();
-    v1::SftExample* out = request.add_examples();
-    for (int32_t id : *prompt) out->add_prompt_token_ids(id);
-    for (int32_t id : *answer) out->add_completion_token_ids(id);
-    if (stop_token >= 0) out->add_completion_token_ids(stop_token);
-  }
-  return request;
-}
-
-nlohmann::json EvalJson(const EvalResult& result) {
-  return {{"accuracy", result.accuracy},       {"num_prompts", result.num_prompts},
-          {"num_correct", result.num_correct}, {"num_failed", result.num_failed},
-          {"reward_mean", result.reward_mean}, {"seconds", result.seconds}};
-}
 
 // Everything the job holds while it runs; the destructor stops the children.
 class Job {
  public:
   Job(const JobConfig& config, const JobRunOptions& options)
-      : config_(config), options_(options), paths_{RunDirectory(config)}, rewards_(config_) {
-    if (!options.resume_dir.empty()) paths_.root = options.resume_dir;
-  }
+      : config_(config),
+        options_(options),
+        services_(config_),
+        progress_(config_.job.steps, stderr, config_.logging.progress) {}
 
-  absl::StatusOr<nlohmann::json> Run();
+  absl::StatusOr<JobSummary> Run();
 
  private:
-  absl::Status PrepareRunDirectory();
-  absl::Status StartServices(const std::string& resume_checkpoint);
-  absl::Status WarmStart(DatasetIterator& sft_iterator);
+  absl::Status OpenRunDirectory();
+  absl::Status PrepareModelAndData();
+  ServiceLaunch Launch() const;
+  absl::StatusOr<LoopStart> Resume();
+  absl::StatusOr<LoopStart> WarmStartAndEvaluate();
+  absl::Status RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_this_run);
   absl::StatusOr<EvalResult> RunEval(const char* when);
-  absl::Status Sync(int64_t version);
   absl::Status Checkpoint(const std::string& cursor);
-  void Log(const std::string& line) { std::fprintf(stderr, "lockstep run: %s\n", line.c_str()); }
+  void Log(const std::string& line) { progress_.Message(absl::StrCat("lockstep run: ", line)); }
 
   const JobConfig config_;
   const JobRunOptions options_;
-  RunPaths paths_;
   const bool resuming_ = !options_.resume_dir.empty();
+  std::optional<RunDir> run_dir_;
+  int64_t run_number_ = 1;
   std::string auth_token_;
+  std::string model_dir_;
   std::unique_ptr<Tokenizer> tokenizer_;
   TaskData data_;
-  ProcessSupervisor supervisor_;
-  std::unique_ptr<TrainerClient> trainer_;
-  std::vector<std::unique_ptr<GeneratorClient>> generator_clients_;
-  std::vector<GeneratorClient*> generators_;
-  JobRewards rewards_;  // reward servers, the environment, the weighted reward pipeline
-  std::string model_dir_;
   v1::SamplingParams sampling_;
-  int64_t stop_token_ = -1;
+  JobServices services_;
+  ProgressLine progress_;
+  EvalResult eval_before_;
+  RlTotals job_totals_;  // every step of the job: kept records of earlier runs, then this run's
 };
 
-absl::Status Job::PrepareRunDirectory() {
-  std::error_code error;
-  if (!resuming_) {
-    if (fs::exists(paths_.metrics()) || fs::exists(paths_.summary())) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("run directory ", paths_.root.string(),
-                       " already holds a run: choose another --name, or continue it with --resume ",
-                       paths_.root.string()));
-    }
-    fs::create_directories(paths_.logs(), error);
-    if (error) return absl::InternalError(absl::StrCat("cannot create ", paths_.logs().string()));
-    if (absl::Status s = WriteResolvedConfig(config_, paths_.config().string()); !s.ok()) return s;
-    auth_token_ = NewAuthToken();
-    if (absl::Status s = WriteAuthTokenFile(paths_.token().string(), auth_token_); !s.ok()) {
-      return s;
-    }
-  } else {
-    absl::StatusOr<std::string> token = ReadAuthTokenFile(paths_.token().string());
-    if (!token.ok()) return token.status();
-    auth_token_ = *token;
+// The map of a job.
+absl::StatusOr<JobSummary> Job::Run() {
+  const absl::Time start = absl::Now();
+  if (absl::Status s = OpenRunDirectory(); !s.ok()) return s;
+  if (absl::Status s = PrepareModelAndData(); !s.ok()) return s;
+  if (absl::Status s = services_.Start(Launch(), [this](auto& l) { Log(l); }); !s.ok()) return s;
+  if (absl::Status s = services_.FormWeightSyncGroup([this](auto& l) { Log(l); }); !s.ok()) {
+    return s;
   }
-  // The model: a fresh preset written once into the run directory, or the given directory.
-  std::string model_dir = config_.model.path;
-  if (!config_.model.preset.empty()) {
-    model_dir = paths_.model().string();
-    if (!fs::exists(paths_.model() / "config.json")) {
-      Log(absl::StrCat("creating a ", config_.model.preset, " model in ", model_dir));
-      absl::Status s =
-          RunToCompletion({options_.lockstep_binary, "init-model", "--preset", config_.model.preset,
-                           "--out", model_dir, "--seed", std::to_string(config_.job.seed)},
-                          paths_.logs() / "init_model.log");
-      if (!s.ok()) return s;
-    }
-  }
-  model_dir_ = model_dir;
-  const std::string tokenizer_path =
-      config_.tokenizer.path.empty() ? model_dir : config_.tokenizer.path;
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromFile(tokenizer_path);
-  if (!tokenizer.ok()) return tokenizer.status();
-  tokenizer_ = *std::move(tokenizer);
-  nlohmann::json trainer_options = TrainerOptionsJson(config_, paths_.checkpoints().string());
-  return WriteTextFile(paths_.trainer_options(), trainer_options.dump(2) + "\n");
-}
-
-absl::Status Job::StartServices(const std::string& resume_checkpoint) {
-  const std::string token_file = paths_.token().string();
-  if (config_.trainer.address.empty()) {
-    std::vector<std::string> argv = {options_.lockstep_binary,
-                                     "serve",
-                                     "trainer",
-                                     "--model",
-                                     model_dir_,
-                                     "--options",
-                                     paths_.trainer_options().string(),
-                                     "--threads",
-                                     std::to_string(config_.trainer.threads),
-                                     "--port",
-                                     "0",
-                                     "--auth-token-file",
-                                     token_file};
-    if (!resume_checkpoint.empty()) {
-      argv.push_back("--resume");
-      argv.push_back(resume_checkpoint);
-    }
-    absl::StatusOr<pid_t> pid =
-        supervisor_.Start({"trainer", argv, {}, (paths_.logs() / "trainer.log").string()});
-    if (!pid.ok()) return pid.status();
-  }
-  std::vector<std::string> generator_names;
-  if (config_.generator.addresses.empty()) {
-    for (int64_t g = 0; g < config_.generator.count; ++g) {
-      const std::string name = absl::StrCat("generator", g);
-      absl::StatusOr<pid_t> pid = supervisor_.Start(
-          {name,
-           {options_.lockstep_binary, "serve", "generator", "--model", model_dir_, "--mode",
-            config_.model.mode, "--threads", std::to_string(config_.generator.threads),
-            "--kv-bytes", std::to_string(config_.generator.kv_bytes), "--port", "0",
-            "--auth-token-file", token_file},
-           {},
-           (paths_.logs() / (name + ".log")).string()});
-      if (!pid.ok()) return pid.status();
-      generator_names.push_back(name);
-    }
-  }
-  if (absl::Status s = rewards_.Launch(supervisor_, options_.lockstep_binary, token_file,
-                                       paths_.logs().string());
+  absl::StatusOr<LoopStart> loop_start = resuming_ ? Resume() : WarmStartAndEvaluate();
+  if (!loop_start.ok()) return loop_start.status();
+  JobSummary summary;
+  if (absl::Status s =
+          RunLoop(*std::move(loop_start), &summary.rl_steps, &summary.rl_steps_this_run);
       !s.ok()) {
     return s;
   }
-  // Wait for every child (they start in parallel).
-  std::string trainer_address = config_.trainer.address;
-  if (trainer_address.empty()) {
-    absl::StatusOr<std::string> address = supervisor_.WaitUntilServing("trainer");
-    if (!address.ok()) return address.status();
-    trainer_address = *address;
+  absl::StatusOr<EvalResult> after = RunEval("after");
+  if (!after.ok()) return after.status();
+
+  summary.name = config_.job.name;
+  summary.runs = run_number_;
+  summary.resumed = resuming_;
+  summary.eval_before = eval_before_;
+  summary.eval_after = *after;
+  summary.accuracy_before = eval_before_.accuracy;
+  summary.accuracy_after = after->accuracy;
+  SetTotals(job_totals_, summary);
+  if (services_.rewards().environment() != nullptr) summary.episodes = job_totals_.episodes;
+  summary.max_staleness = config_.async.max_staleness;
+  summary.rewards = services_.rewards().SummaryJson();
+  summary.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  if (absl::Status s = WriteSummary(*run_dir_, summary); !s.ok()) return s;
+  services_.StopAll();
+  PrintSummaryTable(summary, run_dir_->path(), stdout);
+  return summary;
+}
+
+// A new run directory (config, auth token), or the one resumed; this run's number.
+absl::Status Job::OpenRunDirectory() {
+  absl::StatusOr<RunDir> dir = resuming_
+                                   ? RunDir::Open(options_.resume_dir)
+                                   : RunDir::Create(config_.job.output_root, config_.job.name);
+  if (!dir.ok()) return dir.status();
+  run_dir_ = *std::move(dir);
+  if (resuming_) {
+    std::error_code error;
+    if (fs::is_empty(run_dir_->checkpoints_dir(), error) || error) {
+      return absl::NotFoundError(absl::StrCat("--resume ", run_dir_->path(),
+                                              ": no checkpoint to resume from in checkpoints/"));
+    }
+    absl::StatusOr<std::string> token = ReadAuthTokenFile(run_dir_->auth_token_path());
+    if (!token.ok()) return token.status();
+    auth_token_ = *token;
+  } else {
+    if (absl::Status s = WriteResolvedConfig(config_, run_dir_->config_path()); !s.ok()) return s;
+    auth_token_ = NewAuthToken();
+    if (absl::Status s = WriteAuthTokenFile(run_dir_->auth_token_path(), auth_token_); !s.ok()) {
+      return s;
+    }
   }
-  trainer_ = std::make_unique<TrainerClient>(trainer_address, auth_token_);
-  std::vector<std::string> generator_addresses = config_.generator.addresses;
-  for (const std::string& name : generator_names) {
-    absl::StatusOr<std::string> address = supervisor_.WaitUntilServing(name);
-    if (!address.ok()) return address.status();
-    generator_addresses.push_back(*address);
-  }
-  for (const std::string& address : generator_addresses) {
-    generator_clients_.push_back(std::make_unique<GeneratorClient>(address, auth_token_));
-    generators_.push_back(generator_clients_.back().get());
-  }
-  Log(absl::StrCat("trainer at ", trainer_address, ", ", generators_.size(), " generator(s) at ",
-                   absl::StrJoin(generator_addresses, ", ")));
-  if (absl::Status s = rewards_.Connect(supervisor_, auth_token_); !s.ok()) return s;
-  if (rewards_.scorer() != nullptr) Log(absl::StrCat("reward: ", rewards_.scorer()->name()));
-  if (rewards_.environment() != nullptr) {
-    Log(absl::StrCat("environment at ", rewards_.environment_address(), ", up to ",
-                     config_.environment.max_turns, " turn(s) per episode"));
-  }
-  // The weight-sync group {trainer rank 0, generators 1..N}.
-  absl::StatusOr<int> store_port = PickFreePort();
-  if (!store_port.ok()) return store_port.status();
-  WeightSyncGroupOptions group;
-  group.store_port = *store_port;
-  group.group_name = absl::StrCat("sync-", NewAuthToken().substr(0, 8));
-  group.timeout_ms = config_.weight_sync.timeout_ms;
-  group.bucket_bytes = config_.weight_sync.bucket_mb << 20;
-  group.verify = config_.weight_sync.verify;
-  group.transport = config_.weight_sync.transport == "gloo" ? v1::WEIGHT_SYNC_TRANSPORT_GLOO
-                    : config_.weight_sync.transport == "shm"
-                        ? v1::WEIGHT_SYNC_TRANSPORT_SHARED_MEMORY
-                        : v1::WEIGHT_SYNC_TRANSPORT_AUTO;
-  absl::StatusOr<v1::JoinWeightSyncResponse> joined =
-      FormWeightSyncGroup(*trainer_, generators_, group);
-  if (!joined.ok()) return joined.status();
-  Log(absl::StrCat("weight-sync group formed: ", joined->num_parameters(), " tensors, ",
-                   joined->total_bytes() / 1e6, " MB in ", joined->num_buckets(), " bucket(s)"));
+  absl::StatusOr<int64_t> run = run_dir_->StartRun();
+  if (!run.ok()) return run.status();
+  // A run directory from before the `runs` file had one run already.
+  run_number_ = std::max<int64_t>(*run, resuming_ ? 2 : 1);
   return absl::OkStatus();
 }
 
-absl::Status Job::Sync(int64_t version) {
-  absl::StatusOr<SyncFigures> figures =
-      SyncWeights(*trainer_, generators_, version,
-                  absl::Milliseconds(config_.weight_sync.timeout_ms) + absl::Seconds(10));
-  return figures.status();
+// The model (a preset written once into the run directory, or the given one), its tokenizer,
+// the trainer's options, the task's data and the sampling parameters.
+absl::Status Job::PrepareModelAndData() {
+  model_dir_ = config_.model.path;
+  if (!config_.model.preset.empty()) {
+    model_dir_ = run_dir_->model_dir();
+    if (!fs::exists(fs::path(model_dir_) / "config.json")) {
+      Log(absl::StrCat("creating a ", config_.model.preset, " model in ", model_dir_));
+      const std::string log = run_dir_->log_path("init_model");
+      absl::Status s =
+          RunToCompletion({options_.lockstep_binary, "init-model", "--preset", config_.model.preset,
+                           "--out", model_dir_, "--seed", std::to_string(config_.job.seed)},
+                          log);
+      if (!s.ok()) return absl::Status(s.code(), absl::StrCat(s.message(), ": ", LogTail(log, 5)));
+    }
+  }
+  const std::string tokenizer_path =
+      config_.tokenizer.path.empty() ? model_dir_ : config_.tokenizer.path;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::FromFile(tokenizer_path);
+  if (!tokenizer.ok()) return tokenizer.status();
+  tokenizer_ = *std::move(tokenizer);
+  const nlohmann::json trainer_options = TrainerOptionsJson(config_, run_dir_->checkpoints_dir());
+  if (absl::Status s =
+          WriteFileAtomically(run_dir_->trainer_options_path(), trainer_options.dump(2) + "\n");
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<TaskData> data = LoadTaskData(config_);
+  if (!data.ok()) return data.status();
+  data_ = *std::move(data);
+  for (int64_t id : StopTokens(*tokenizer_)) sampling_.add_stop_token_ids(id);
+  sampling_.set_temperature(config_.generator.temperature);
+  sampling_.set_top_p(config_.generator.top_p);
+  sampling_.set_top_k(config_.generator.top_k);
+  sampling_.set_max_tokens(config_.generator.max_tokens);
+  return absl::OkStatus();
 }
 
-absl::Status Job::WarmStart(DatasetIterator& sft_iterator) {
+ServiceLaunch Job::Launch() const {
+  ServiceLaunch launch;
+  launch.lockstep_binary = options_.lockstep_binary;
+  launch.model_dir = model_dir_;
+  launch.trainer_options_path = run_dir_->trainer_options_path();
+  if (resuming_) launch.resume_checkpoint = run_dir_->checkpoints_dir();
+  launch.auth_token = auth_token_;
+  launch.auth_token_path = run_dir_->auth_token_path();
+  launch.logs_dir = run_dir_->logs_dir();
+  return launch;
+}
+
+// The trainer restarted from its last checkpoint: the loop continues from the checkpoint's
+// data cursor, metrics.jsonl loses the steps after it (they run again), and the generators get
+// the checkpoint's weights. A checkpoint without a cursor (none after SFT) starts over.
+absl::StatusOr<LoopStart> Job::Resume() {
+  absl::StatusOr<v1::TrainerStatusResponse> status = services_.trainer().GetStatus();
+  if (!status.ok()) return status.status();
+  if (status->data_cursor().empty()) return WarmStartAndEvaluate();
+  absl::StatusOr<std::pair<DatasetCursor, int64_t>> cursor =
+      RlLoop::ParseDataCursor(status->data_cursor());
+  if (!cursor.ok()) return cursor.status();
+  absl::StatusOr<DatasetIterator> iterator =
+      DatasetIterator::Restore(data_.train.get(), cursor->first);
+  if (!iterator.ok()) return iterator.status();
+  const int64_t steps_done = cursor->second;
+  Log(absl::StrCat("resumed from ", status->resumed_from(), " after RL step ", steps_done));
+  absl::StatusOr<std::vector<StepRecord>> kept =
+      TruncateMetricsAfterStep(run_dir_->metrics_path(), steps_done);
+  if (!kept.ok()) return kept.status();
+  for (const StepRecord& record : *kept) job_totals_.Add(record);
+  if (absl::Status s = services_.Sync(status->weight_version()); !s.ok()) return s;
+  absl::StatusOr<std::string> text = ReadFile(run_dir_->eval_before_path());
+  if (text.ok()) {
+    nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (json.is_object()) eval_before_ = json.get<EvalResult>();
+  }
+  return LoopStart{*std::move(iterator), steps_done};
+}
+
+// SFT warm start (then a weight sync), and the held-out eval before RL.
+absl::StatusOr<LoopStart> Job::WarmStartAndEvaluate() {
+  // Nothing of an earlier run counts: the job starts over.
+  absl::StatusOr<std::vector<StepRecord>> kept =
+      TruncateMetricsAfterStep(run_dir_->metrics_path(), 0);
+  if (!kept.ok()) return kept.status();
+  job_totals_ = RlTotals();
+  const uint64_t seed = static_cast<uint64_t>(config_.job.seed);
+  DatasetIterator sft(data_.sft ? data_.sft.get() : data_.train.get(), seed ^ 0x5F7ull);
+  const int64_t stop_token = sampling_.stop_token_ids_size() > 0 ? sampling_.stop_token_ids(0) : -1;
   const absl::Time start = absl::Now();
   double loss = 0;
   int64_t version = 0;
   for (int64_t step = 0; step < config_.sft.steps; ++step) {
     if (StopRequested()) return absl::CancelledError("stopped by a signal during SFT");
     absl::StatusOr<v1::SftStepRequest> request =
-        SftBatch(sft_iterator, *tokenizer_, config_.sft.batch_size, stop_token_);
+        SftBatch(sft, *tokenizer_, config_.sft.batch_size, stop_token);
     if (!request.ok()) return request.status();
-    absl::StatusOr<v1::TrainStepResponse> response = trainer_->SftStep(*request);
+    absl::StatusOr<v1::TrainStepResponse> response = services_.trainer().SftStep(*request);
     if (!response.ok()) return response.status();
     loss = response->metrics().loss();
     version = response->metrics().weight_version();
   }
   if (config_.sft.steps > 0) {
-    if (absl::Status s = Sync(version); !s.ok()) return s;
+    if (absl::Status s = services_.Sync(version); !s.ok()) return s;
     Log(absl::StrCat("SFT warm start: ", config_.sft.steps, " steps, final loss ", loss, ", ",
                      absl::ToDoubleSeconds(absl::Now() - start), " s"));
   }
-  return absl::OkStatus();
+  absl::StatusOr<EvalResult> before = RunEval("before");
+  if (!before.ok()) return before.status();
+  eval_before_ = *before;
+  if (absl::Status s = WriteFileAtomically(run_dir_->eval_before_path(),
+                                           nlohmann::json(eval_before_).dump(2) + "\n");
+      !s.ok()) {
+    return s;
+  }
+  return LoopStart{DatasetIterator(data_.train.get(), seed), 0};
 }
 
-absl::StatusOr<EvalResult> Job::RunEval(const char* when) {
-  // The held-out eval is single-turn: it has no meaning for a multi-turn job.
-  if (data_.eval == nullptr || rewards_.scorer() == nullptr || config_.environment.enabled()) {
-    return EvalResult{};
-  }
-  absl::StatusOr<EvalResult> result =
-      Evaluate(*data_.eval, *tokenizer_, generators_, *rewards_.scorer(), sampling_);
-  if (result.ok()) {
-    Log(absl::StrCat("eval ", when, " RL: accuracy ", result->accuracy, " (", result->num_correct,
-                     "/", result->num_prompts, "), ", result->seconds, " s"));
-  }
-  return result;
-}
-
-absl::Status Job::Checkpoint(const std::string& cursor) {
-  absl::StatusOr<v1::SaveCheckpointResponse> saved = trainer_->SaveCheckpoint(cursor);
-  if (!saved.ok()) return saved.status();
-  Log(absl::StrCat("checkpoint: ", saved->path()));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<nlohmann::json> Job::Run() {
-  const absl::Time start = absl::Now();
-  if (absl::Status s = PrepareRunDirectory(); !s.ok()) return s;
-  absl::StatusOr<TaskData> data = LoadTaskData(config_);
-  if (!data.ok()) return data.status();
-  data_ = *std::move(data);
-  for (int64_t id : StopTokens(*tokenizer_)) sampling_.add_stop_token_ids(id);
-  stop_token_ = sampling_.stop_token_ids_size() > 0 ? sampling_.stop_token_ids(0) : -1;
-  sampling_.set_temperature(config_.generator.temperature);
-  sampling_.set_top_p(config_.generator.top_p);
-  sampling_.set_top_k(config_.generator.top_k);
-  sampling_.set_max_tokens(config_.generator.max_tokens);
-
-  std::string resume_checkpoint;
-  if (resuming_) {
-    if (!fs::exists(paths_.checkpoints())) {
-      return absl::NotFoundError(
-          absl::StrCat("--resume ", paths_.root.string(), ": no checkpoints/ to resume from"));
-    }
-    resume_checkpoint = paths_.checkpoints().string();
-  }
-  if (absl::Status s = StartServices(resume_checkpoint); !s.ok()) return s;
-
-  absl::StatusOr<v1::TrainerStatusResponse> status = trainer_->GetStatus();
-  if (!status.ok()) return status.status();
-  const uint64_t seed = static_cast<uint64_t>(config_.job.seed);
-  DatasetIterator rl_iterator(data_.train.get(), seed);
-  int64_t rl_steps_done = 0;
-  nlohmann::json eval_before;
-  if (!status->data_cursor().empty()) {
-    absl::StatusOr<std::pair<DatasetCursor, int64_t>> cursor =
-        RlLoop::ParseDataCursor(status->data_cursor());
-    if (!cursor.ok()) return cursor.status();
-    absl::StatusOr<DatasetIterator> restored =
-        DatasetIterator::Restore(data_.train.get(), cursor->first);
-    if (!restored.ok()) return restored.status();
-    rl_iterator = *std::move(restored);
-    rl_steps_done = cursor->second;
-    Log(absl::StrCat("resumed from ", status->resumed_from(), " after RL step ", rl_steps_done));
-    if (absl::Status s = Sync(status->weight_version()); !s.ok()) return s;
-    absl::StatusOr<std::string> text = ReadTextFile(paths_.eval_before());
-    if (text.ok()) eval_before = nlohmann::json::parse(*text, nullptr, false);
-  } else {
-    DatasetIterator sft_iterator(data_.sft ? data_.sft.get() : data_.train.get(), seed ^ 0x5F7ull);
-    if (absl::Status s = WarmStart(sft_iterator); !s.ok()) return s;
-    absl::StatusOr<EvalResult> before = RunEval("before");
-    if (!before.ok()) return before.status();
-    eval_before = EvalJson(*before);
-    if (absl::Status s = WriteTextFile(paths_.eval_before(), eval_before.dump(2) + "\n"); !s.ok()) {
-      return s;
-    }
-  }
-
+// The RL loop to job.steps, a record per step (metrics.jsonl, progress line, job totals), a
+// checkpoint every K steps and at the end (also when stopped by a signal: Cancelled).
+absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_this_run) {
   RlLoopOptions loop_options;
   loop_options.steps = config_.job.steps;
   loop_options.prompts_per_step = config_.algorithm.prompts_per_step;
@@ -453,13 +273,13 @@ absl::StatusOr<nlohmann::json> Job::Run() {
   loop_options.advantages.drop_zero_variance_groups = config_.algorithm.drop_zero_variance_groups;
   loop_options.parity = config_.parity.mode;
   loop_options.checkpoint_every = config_.checkpointing.every;
-  loop_options.seed = seed;
+  loop_options.seed = static_cast<uint64_t>(config_.job.seed);
   loop_options.sync_timeout =
       absl::Milliseconds(config_.weight_sync.timeout_ms) + absl::Seconds(10);
   loop_options.investigate_hint =
-      absl::StrCat("lockstep diagnose --model ", model_dir_, " (run: ", paths_.root.string(), ")");
+      absl::StrCat("lockstep diagnose --model ", model_dir_, " (run: ", run_dir_->path(), ")");
   std::unique_ptr<EnvironmentRollouts> episodes;
-  if (rewards_.environment() != nullptr) {
+  if (services_.rewards().environment() != nullptr) {
     EnvironmentRolloutOptions episode_options;
     episode_options.samples_per_prompt = config_.algorithm.samples_per_prompt;
     episode_options.max_turns = static_cast<int>(config_.environment.max_turns);
@@ -468,105 +288,58 @@ absl::StatusOr<nlohmann::json> Job::Run() {
     episode_options.generate_timeout = loop_options.generate_timeout;
     episode_options.num_threads = static_cast<int>(std::min<int64_t>(
         64, config_.algorithm.prompts_per_step * config_.algorithm.samples_per_prompt));
-    episodes = std::make_unique<EnvironmentRollouts>(rewards_.environment(), tokenizer_.get(),
-                                                     episode_options);
+    episodes = std::make_unique<EnvironmentRollouts>(services_.rewards().environment(),
+                                                     tokenizer_.get(), episode_options);
   }
+  // Opened after Resume's truncation, which replaces the file.
+  absl::StatusOr<std::unique_ptr<MetricsLog>> metrics = MetricsLog::Open(run_dir_->metrics_path());
+  if (!metrics.ok()) return metrics.status();
   // Declared after `episodes`: the loop goes first, waiting for its callbacks.
   RlLoop loop(loop_options,
-              {trainer_.get(), generators_, rewards_.scorer(), tokenizer_.get(), episodes.get()},
-              data_.train.get(), std::move(rl_iterator), rl_steps_done);
-
-  std::ofstream metrics(paths_.metrics(), std::ios::app);
-  const absl::Time rl_start = absl::Now();
+              {&services_.trainer(), services_.generators(), services_.rewards().scorer(),
+               tokenizer_.get(), episodes.get()},
+              data_.train.get(), std::move(start.iterator), start.steps_done);
+  absl::Status metrics_status;
   absl::Status run = loop.Run(
-      [&](const nlohmann::json& record) {
-        metrics << record.dump() << "\n";
-        metrics.flush();
-        if (config_.logging.progress) {
-          const int64_t done = record["step"].get<int64_t>();
-          const double per_step =
-              absl::ToDoubleSeconds(absl::Now() - rl_start) / (done - rl_steps_done);
-          std::fprintf(stderr,
-                       "\rstep %lld/%lld  reward %.3f  acc %.3f  parity %lld/%lld  gen %.0f tok/s"
-                       "  train %.0f tok/s  ETA %.0fs   ",
-                       static_cast<long long>(done), static_cast<long long>(config_.job.steps),
-                       record["reward_mean"].get<double>(), record["accuracy"].get<double>(),
-                       static_cast<long long>(record["parity"]["tokens_mismatched"].get<int64_t>()),
-                       static_cast<long long>(record["parity"]["tokens_compared"].get<int64_t>()),
-                       record["gen_tokens_per_s"].get<double>(),
-                       record["train_tokens_per_s"].get<double>(),
-                       per_step * (config_.job.steps - done));
-          if (done == config_.job.steps) std::fprintf(stderr, "\n");
-        }
+      [&](const StepRecord& record) {
+        job_totals_.Add(record);
+        if (metrics_status.ok()) metrics_status = (*metrics)->Append(record);
+        progress_.Update(record);
       },
       [&](int64_t, const std::string& cursor) { return Checkpoint(cursor); }, StopRequested);
+  progress_.Finish();
+  *steps_done = loop.steps_done();
+  *steps_this_run = loop.totals().steps;
   if (absl::IsCancelled(run)) {
-    std::fprintf(stderr, "\n");
     Log("stopping: writing a checkpoint first");
     if (absl::Status s = Checkpoint(loop.DataCursor()); !s.ok()) return s;
     return run;
   }
   if (!run.ok()) return run;
-  if (absl::Status s = Checkpoint(loop.DataCursor()); !s.ok()) return s;
-  absl::StatusOr<EvalResult> after = RunEval("after");
-  if (!after.ok()) return after.status();
+  if (!metrics_status.ok()) return metrics_status;
+  return Checkpoint(loop.DataCursor());
+}
 
-  const RlTotals& totals = loop.totals();
-  nlohmann::json summary;
-  summary["name"] = config_.job.name;
-  summary["accuracy_before"] = eval_before.value("accuracy", 0.0);
-  summary["accuracy_after"] = after->accuracy;
-  summary["eval_before"] = eval_before;
-  summary["eval_after"] = EvalJson(*after);
-  summary["parity_tokens_compared"] = totals.parity_tokens_compared;
-  summary["parity_tokens_mismatched"] = totals.parity_tokens_mismatched;
-  summary["parity_max_abs_diff"] = totals.parity_max_abs_diff;
-  summary["rl_steps"] = loop.steps_done();
-  summary["rl_steps_this_run"] = totals.steps;
-  summary["samples_trained"] = totals.samples_trained;
-  summary["reward_items_sent"] = totals.reward_items_sent;
-  summary["reward_items_scored"] = totals.reward_items_scored;
-  summary["reward_items_failed"] = totals.reward_items_failed;
-  summary["model_tokens_trained"] = totals.model_tokens_trained;
-  summary["environment_tokens_trained"] = totals.environment_tokens_trained;
-  summary["rewards"] = rewards_.SummaryJson();
-  if (episodes != nullptr) {
-    const EnvironmentTotals e = episodes->totals();
-    summary["episodes"] = {{"episodes", e.episodes},
-                           {"failed", e.episodes_failed},
-                           {"truncated", e.episodes_truncated},
-                           {"turns", e.turns}};
+absl::StatusOr<EvalResult> Job::RunEval(const char* when) {
+  // The held-out eval is single-turn: it has no meaning for a multi-turn job.
+  if (data_.eval == nullptr || services_.rewards().scorer() == nullptr ||
+      config_.environment.enabled()) {
+    return EvalResult{};
   }
-  nlohmann::json ages = nlohmann::json::object();
-  for (const auto& [age, count] : totals.ages) ages[std::to_string(age)] = count;
-  summary["staleness"] = ages;
-  summary["max_staleness"] = config_.async.max_staleness;
-  summary["resumed"] = resuming_;
-  summary["wall_s"] = absl::ToDoubleSeconds(absl::Now() - start);
-  if (absl::Status s = WriteTextFile(paths_.summary(), summary.dump(2) + "\n"); !s.ok()) return s;
-  supervisor_.StopAll();
+  absl::StatusOr<EvalResult> result = Evaluate(*data_.eval, *tokenizer_, services_.generators(),
+                                               *services_.rewards().scorer(), sampling_);
+  if (result.ok()) {
+    Log(absl::StrCat("eval ", when, " RL: accuracy ", result->accuracy, " (", result->num_correct,
+                     "/", result->num_prompts, "), ", result->seconds, " s"));
+  }
+  return result;
+}
 
-  std::printf("\n  %-28s %s\n", "run", paths_.root.c_str());
-  if (config_.environment.enabled()) {
-    const nlohmann::json& episodes = summary["episodes"];
-    std::printf("  %-28s %lld (%lld failed, %lld turns)\n", "episodes",
-                static_cast<long long>(episodes["episodes"].get<int64_t>()),
-                static_cast<long long>(episodes["failed"].get<int64_t>()),
-                static_cast<long long>(episodes["turns"].get<int64_t>()));
-  } else {
-    std::printf("  %-28s %.3f\n", "held-out accuracy before RL",
-                summary["accuracy_before"].get<double>());
-    std::printf("  %-28s %.3f\n", "held-out accuracy after RL", after->accuracy);
-  }
-  std::printf("  %-28s %lld of %lld\n", "reward items failed",
-              static_cast<long long>(totals.reward_items_failed),
-              static_cast<long long>(totals.reward_items_sent));
-  std::printf("  %-28s %lld\n", "parity tokens compared",
-              static_cast<long long>(totals.parity_tokens_compared));
-  std::printf("  %-28s %lld\n", "parity tokens mismatched",
-              static_cast<long long>(totals.parity_tokens_mismatched));
-  std::printf("  %-28s %.1f s\n", "wall time", summary["wall_s"].get<double>());
-  return summary;
+absl::Status Job::Checkpoint(const std::string& cursor) {
+  absl::StatusOr<v1::SaveCheckpointResponse> saved = services_.trainer().SaveCheckpoint(cursor);
+  if (!saved.ok()) return saved.status();
+  Log(absl::StrCat("checkpoint: ", saved->path()));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -575,7 +348,7 @@ std::string RunDirectory(const JobConfig& config) {
   return (fs::path(config.job.output_root) / config.job.name).string();
 }
 
-absl::StatusOr<nlohmann::json> RunJob(const JobConfig& config, const JobRunOptions& options) {
+absl::StatusOr<JobSummary> RunJob(const JobConfig& config, const JobRunOptions& options) {
   Job job(config, options);
   return job.Run();
 }

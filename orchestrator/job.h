@@ -8,8 +8,10 @@
 //
 // Resume (`lockstep run --resume runs/<name>`): the resolved config of the run directory, the
 // trainer restarted from the last checkpoint (weights, optimizer, RNG, step), the RL loop from
-// the checkpoint's data cursor. On CPU, on-policy and batch-invariant, the resumed run ends with
-// weights bit-identical to an uninterrupted one.
+// the checkpoint's data cursor; metrics.jsonl loses the records after the checkpoint's step
+// (those steps run again), and the summary covers every step of the job (job_summary.h). On
+// CPU, on-policy and batch-invariant, the resumed run ends with weights bit-identical to an
+// uninterrupted one.
 //
 // Ctrl-C (SIGINT/SIGTERM): the loop stops between steps, a checkpoint is written, the children
 // are stopped, and RunJob returns Cancelled.
@@ -22,8 +24,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
 #include "orchestrator/config.h"
+#include "orchestrator/job_summary.h"
 
 namespace lockstep::orchestrator {
 
@@ -34,7 +36,7 @@ struct JobRunOptions {
 
 // Runs the job; returns the summary (also written to <run dir>/summary.json). Errors stop the
 // job with every child stopped; the message names what failed.
-absl::StatusOr<nlohmann::json> RunJob(const JobConfig& config, const JobRunOptions& options);
+absl::StatusOr<JobSummary> RunJob(const JobConfig& config, const JobRunOptions& options);
 
 // <output_root>/<name> of a config.
 std::string RunDirectory(const JobConfig& config);

@@ -2,10 +2,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "orchestrator/run_dir.h"
+#include "absl/strings/str_split.h"
+#include "common/file_io.h"
 
 namespace lockstep::orchestrator {
 
@@ -23,11 +23,14 @@ MetricsLog::~MetricsLog() {
   std::fclose(file_);
 }
 
-absl::Status MetricsLog::Append(const nlohmann::json& record) {
-  if (!record.is_object()) {
-    return absl::InvalidArgumentError("a metrics record must be a JSON object");
-  }
-  const std::string line = record.dump() + "\n";
+std::string MetricsLineText(const StepRecord& record) {
+  nlohmann::json json = record;
+  DropNullMembers(json);
+  return json.dump();
+}
+
+absl::Status MetricsLog::Append(const StepRecord& record) {
+  const std::string line = MetricsLineText(record) + "\n";
   absl::MutexLock lock(&mu_);
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0) {
     return absl::InternalError(
@@ -36,36 +39,72 @@ absl::Status MetricsLog::Append(const nlohmann::json& record) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<nlohmann::json>> ReadMetrics(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat("no metrics file: ", path));
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(file, line);) lines.push_back(std::move(line));
-  std::vector<nlohmann::json> records;
+namespace {
+
+// The records of a metrics file with the line each came from.
+struct ParsedLine {
+  StepRecord record;
+  absl::string_view text;
+};
+
+absl::StatusOr<std::vector<ParsedLine>> ParseMetrics(const std::string& path,
+                                                     const std::string& text) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  std::vector<ParsedLine> records;
   for (size_t i = 0; i < lines.size(); ++i) {
-    if (lines[i].find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json record = nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
-    if (record.is_discarded() || !record.is_object()) {
+    if (lines[i].find_first_not_of(" \t\r") == absl::string_view::npos) continue;
+    nlohmann::json json = nlohmann::json::parse(lines[i], nullptr, /*allow_exceptions=*/false);
+    std::string problem;
+    if (json.is_discarded() || !json.is_object()) {
       if (i + 1 == lines.size()) break;  // torn last line
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ":", i + 1, ": not a JSON object: ", lines[i].substr(0, 80)));
+      problem = "not a JSON object";
+    } else {
+      try {
+        records.push_back({json.get<StepRecord>(), lines[i]});
+        continue;
+      } catch (const nlohmann::json::exception& e) {
+        problem = e.what();
+      }
     }
-    records.push_back(std::move(record));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", i + 1, ": ", problem, ": ", lines[i].substr(0, 80)));
   }
   return records;
 }
 
-absl::Status TruncateMetricsAfterStep(const std::string& path, int64_t last_step) {
-  absl::StatusOr<std::vector<nlohmann::json>> records = ReadMetrics(path);
-  if (absl::IsNotFound(records.status())) return absl::OkStatus();
-  if (!records.ok()) return records.status();
-  std::string kept;
-  for (const nlohmann::json& record : *records) {
-    const nlohmann::json* step = record.contains("step") ? &record["step"] : nullptr;
-    if (step != nullptr && step->is_number() && step->get<int64_t>() > last_step) continue;
-    kept += record.dump() + "\n";
+}  // namespace
+
+absl::StatusOr<std::vector<StepRecord>> ReadMetrics(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(absl::StrCat("no metrics file: ", path));
   }
-  return WriteFileAtomically(path, kept);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<ParsedLine>> lines = ParseMetrics(path, *text);
+  if (!lines.ok()) return lines.status();
+  std::vector<StepRecord> records;
+  for (ParsedLine& line : *lines) records.push_back(std::move(line.record));
+  return records;
+}
+
+absl::StatusOr<std::vector<StepRecord>> TruncateMetricsAfterStep(const std::string& path,
+                                                                 int64_t last_step) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (absl::IsNotFound(text.status())) return std::vector<StepRecord>();
+  if (!text.ok()) return text.status();
+  absl::StatusOr<std::vector<ParsedLine>> lines = ParseMetrics(path, *text);
+  if (!lines.ok()) return lines.status();
+  // Kept lines are written back as they were (keys this build does not know included).
+  std::vector<StepRecord> kept;
+  std::string out;
+  for (ParsedLine& line : *lines) {
+    if (line.record.step > last_step) continue;
+    absl::StrAppend(&out, line.text, "\n");
+    kept.push_back(std::move(line.record));
+  }
+  if (absl::Status s = WriteFileAtomically(path, out); !s.ok()) return s;
+  return kept;
 }
 
 }  // namespace lockstep::orchestrator

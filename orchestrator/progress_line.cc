@@ -10,13 +10,6 @@
 namespace lockstep::orchestrator {
 namespace {
 
-std::optional<double> Number(const nlohmann::json& object, const char* key) {
-  if (!object.is_object() || !object.contains(key) || !object[key].is_number()) {
-    return std::nullopt;
-  }
-  return object[key].get<double>();
-}
-
 // 12034 -> "12,034".
 std::string Grouped(int64_t value) {
   std::string digits = std::to_string(value < 0 ? -value : value);
@@ -46,30 +39,20 @@ std::string HumanDuration(absl::Duration duration) {
   return absl::StrFormat("%dh%02dm", seconds / 3600, (seconds % 3600) / 60);
 }
 
-std::string FormatProgress(const nlohmann::json& record, int64_t total_steps, absl::Duration eta) {
-  std::string line;
-  if (std::optional<double> step = Number(record, "step")) {
-    line = absl::StrCat("step ", static_cast<int64_t>(*step), "/", total_steps);
+std::string FormatProgress(const StepRecord& record, int64_t total_steps, absl::Duration eta) {
+  std::string line = absl::StrCat("step ", record.step, "/", total_steps);
+  if (record.reward_mean)
+    absl::StrAppend(&line, absl::StrFormat("  reward %.3f", *record.reward_mean));
+  if (record.accuracy) absl::StrAppend(&line, absl::StrFormat("  acc %.3f", *record.accuracy));
+  if (record.parity) {
+    absl::StrAppend(&line, "  parity ", Grouped(record.parity->tokens_mismatched), "/",
+                    Grouped(record.parity->tokens_compared), " mismatched");
   }
-  if (std::optional<double> reward = Number(record, "reward_mean")) {
-    absl::StrAppend(&line, absl::StrFormat("  reward %.3f", *reward));
+  if (record.gen_tokens_per_s) {
+    absl::StrAppend(&line, "  gen ", HumanCount(*record.gen_tokens_per_s), " tok/s");
   }
-  if (std::optional<double> accuracy = Number(record, "accuracy")) {
-    absl::StrAppend(&line, absl::StrFormat("  acc %.3f", *accuracy));
-  }
-  if (record.contains("parity")) {
-    std::optional<double> compared = Number(record["parity"], "tokens_compared");
-    std::optional<double> mismatched = Number(record["parity"], "tokens_mismatched");
-    if (compared && mismatched) {
-      absl::StrAppend(&line, "  parity ", Grouped(static_cast<int64_t>(*mismatched)), "/",
-                      Grouped(static_cast<int64_t>(*compared)), " mismatched");
-    }
-  }
-  if (std::optional<double> rate = Number(record, "gen_tokens_per_s")) {
-    absl::StrAppend(&line, "  gen ", HumanCount(*rate), " tok/s");
-  }
-  if (std::optional<double> rate = Number(record, "train_tokens_per_s")) {
-    absl::StrAppend(&line, "  train ", HumanCount(*rate), " tok/s");
+  if (record.train_tokens_per_s) {
+    absl::StrAppend(&line, "  train ", HumanCount(*record.train_tokens_per_s), " tok/s");
   }
   if (eta >= absl::ZeroDuration()) absl::StrAppend(&line, "  ETA ", HumanDuration(eta));
   return line;
@@ -82,9 +65,9 @@ ProgressLine::ProgressLine(int64_t total_steps, FILE* out, bool enabled,
       enabled_(enabled),
       interactive_(interactive.value_or(isatty(fileno(out)) == 1)) {}
 
-void ProgressLine::Update(const nlohmann::json& record, absl::Time now) {
+void ProgressLine::Update(const StepRecord& record, absl::Time now) {
   if (!enabled_) return;
-  int64_t step = record.value("step", int64_t{0});
+  const int64_t step = record.step;
   absl::Duration eta = -absl::Seconds(1);
   if (!first_step_) {
     first_step_ = step;

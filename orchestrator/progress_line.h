@@ -2,8 +2,7 @@
 //   step 12/100  reward 0.531  acc 0.610  parity 0/12,034 mismatched  gen 1.2k tok/s  train 3.4k
 //   tok/s  ETA 2m31s
 // On a terminal the line is redrawn in place with '\r'; otherwise (a log file, CI) each step
-// prints one line. Values come from a metrics.jsonl record (metrics_log.h); missing ones are
-// left out.
+// prints one line. Values come from a step record (step_record.h); unset ones are left out.
 //
 // Thread-compatible: one thread (the loop's callback) drives it.
 #ifndef LOCKSTEP_ORCHESTRATOR_PROGRESS_LINE_H_
@@ -16,12 +15,12 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "nlohmann/json.hpp"
+#include "orchestrator/step_record.h"
 
 namespace lockstep::orchestrator {
 
 // The line for `record`, without '\r' or '\n'. `eta` < 0 means unknown (left out).
-std::string FormatProgress(const nlohmann::json& record, int64_t total_steps, absl::Duration eta);
+std::string FormatProgress(const StepRecord& record, int64_t total_steps, absl::Duration eta);
 
 // "950", "1.2k", "3.4M".
 std::string HumanCount(double value);
@@ -38,7 +37,7 @@ class ProgressLine {
 
   // Shows the step of `record`; the ETA extrapolates the steps shown since the first Update
   // (so a resumed run does not count the steps it skipped).
-  void Update(const nlohmann::json& record, absl::Time now = absl::Now());
+  void Update(const StepRecord& record, absl::Time now = absl::Now());
 
   // Prints `text` on its own line without tearing the progress line (which is redrawn).
   void Message(const std::string& text);

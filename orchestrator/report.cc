@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/file_io.h"
 #include "orchestrator/metrics_log.h"
 #include "orchestrator/run_dir.h"
 #include "orchestrator/svg_chart.h"
@@ -39,36 +39,42 @@ svg .t{font-size:14px;font-weight:bold;fill:#222}svg .k{font-size:11px;fill:#444
 svg .g{stroke:#eee;stroke-width:1}svg .a{stroke:#888;stroke-width:1}
 )";
 
-// The value at a dotted path ("parity.tokens_compared") when it is a number.
-std::optional<double> Number(const nlohmann::json& record, const std::string& dotted) {
-  const nlohmann::json* node = &record;
-  size_t start = 0;
-  while (true) {
-    size_t dot = dotted.find('.', start);
-    std::string key = dotted.substr(start, dot - start);
-    if (!node->is_object() || !node->contains(key)) return std::nullopt;
-    node = &(*node)[key];
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  if (!node->is_number()) return std::nullopt;
-  return node->get<double>();
+// A member of a step record, when it is set.
+using Field = std::function<std::optional<double>(const StepRecord&)>;
+
+// x of record i: its step, else its position (1-based).
+double StepOf(const StepRecord& record, size_t index) {
+  return record.step > 0 ? static_cast<double>(record.step) : static_cast<double>(index + 1);
 }
 
-// x of record i: its "step", else its position (1-based).
-double StepOf(const nlohmann::json& record, size_t index) {
-  return Number(record, "step").value_or(static_cast<double>(index + 1));
-}
-
-LineSeries Series(const std::vector<nlohmann::json>& records, const std::string& key,
+LineSeries Series(const std::vector<StepRecord>& records, const Field& field,
                   const std::string& name, const std::string& color) {
   LineSeries series{name, color, {}};
   for (size_t i = 0; i < records.size(); ++i) {
-    if (std::optional<double> value = Number(records[i], key)) {
+    if (std::optional<double> value = field(records[i])) {
       series.points.emplace_back(StepOf(records[i], i), *value);
     }
   }
   return series;
+}
+
+// Field of an optional member (double or integer).
+template <typename T>
+Field Member(std::optional<T> StepRecord::*member) {
+  return [member](const StepRecord& record) -> std::optional<double> {
+    const std::optional<T>& value = record.*member;
+    if (!value) return std::nullopt;
+    return static_cast<double>(*value);
+  };
+}
+
+// Field of the parity group.
+template <typename T>
+Field ParityMember(T ParityRecord::*member) {
+  return [member](const StepRecord& record) -> std::optional<double> {
+    if (!record.parity) return std::nullopt;
+    return static_cast<double>((*record.parity).*member);
+  };
 }
 
 // A line chart of the series that have data; "" when none has.
@@ -80,22 +86,26 @@ std::string Lines(const ChartFrame& frame, std::vector<LineSeries> series) {
   return LineChartSvg(frame, series);
 }
 
-std::string StepTimeChart(const std::vector<nlohmann::json>& records) {
-  const std::vector<std::pair<std::string, std::string>> parts = {{"generate", kBlue},
-                                                                  {"reward", kOrange},
-                                                                  {"train", kGreen},
-                                                                  {"sync", kPurple},
-                                                                  {"idle", kGrey}};
+std::string StepTimeChart(const std::vector<StepRecord>& records) {
+  struct Part {
+    std::string name;
+    std::string color;
+    double StepTimes::*seconds;
+  };
+  const std::vector<Part> parts = {{"generate", kBlue, &StepTimes::generate},
+                                   {"reward", kOrange, &StepTimes::reward},
+                                   {"train", kGreen, &StepTimes::train},
+                                   {"sync", kPurple, &StepTimes::sync},
+                                   {"idle", kGrey, &StepTimes::idle}};
   std::vector<double> x;
   std::vector<BarLayer> layers;
-  for (const auto& [name, color] : parts) layers.push_back({name, color, {}});
+  for (const Part& part : parts) layers.push_back({part.name, part.color, {}});
   bool any = false;
   for (size_t i = 0; i < records.size(); ++i) {
     x.push_back(StepOf(records[i], i));
+    any = any || records[i].time.has_value();
     for (size_t p = 0; p < parts.size(); ++p) {
-      std::optional<double> seconds = Number(records[i], "time." + parts[p].first);
-      any = any || seconds.has_value();
-      layers[p].values.push_back(seconds.value_or(0));
+      layers[p].values.push_back(records[i].time ? (*records[i].time).*parts[p].seconds : 0);
     }
   }
   if (!any) return "";
@@ -104,19 +114,16 @@ std::string StepTimeChart(const std::vector<nlohmann::json>& records) {
 }
 
 // Policy ages over the whole run (samples per age) and the per-step maximum age.
-std::string StalenessCharts(const std::vector<nlohmann::json>& records) {
+std::string StalenessCharts(const std::vector<StepRecord>& records) {
   std::map<int64_t, double> histogram;
   LineSeries max_age{"max policy age", kRed, {}};
   for (size_t i = 0; i < records.size(); ++i) {
-    const nlohmann::json& record = records[i];
-    if (!record.contains("staleness") || !record["staleness"].is_object()) continue;
+    const StepRecord& record = records[i];
+    if (!record.staleness) continue;
     int64_t step_max = -1;
-    for (const auto& [age_text, count] : record["staleness"].items()) {
-      char* end = nullptr;
-      long long age = std::strtoll(age_text.c_str(), &end, 10);
-      if (end == age_text.c_str() || !count.is_number()) continue;
-      histogram[age] += count.get<double>();
-      if (count.get<double>() > 0) step_max = std::max<int64_t>(step_max, age);
+    for (const auto& [age, count] : record.staleness->counts) {
+      histogram[age] += static_cast<double>(count);
+      if (count > 0) step_max = std::max<int64_t>(step_max, age);
     }
     if (step_max >= 0) max_age.points.emplace_back(StepOf(record, i), step_max);
   }
@@ -157,19 +164,18 @@ std::string FormatValue(const nlohmann::json& value) {
 
 // The summary as a two-column table (nested objects flattened to dotted keys), with totals
 // computed from the metrics first.
-std::string SummaryTable(const std::vector<nlohmann::json>& records,
-                         const nlohmann::json& summary) {
+std::string SummaryTable(const std::vector<StepRecord>& records,
+                         const std::optional<JobSummary>& job_summary) {
   std::vector<std::pair<std::string, std::string>> rows;
-  double compared = 0, mismatched = 0, max_diff = 0;
+  RlTotals totals;
   bool has_parity = false;
-  for (const nlohmann::json& record : records) {
-    if (std::optional<double> c = Number(record, "parity.tokens_compared")) {
-      has_parity = true;
-      compared += *c;
-      mismatched += Number(record, "parity.tokens_mismatched").value_or(0);
-      max_diff = std::max(max_diff, Number(record, "parity.max_abs_diff").value_or(0));
-    }
+  for (const StepRecord& record : records) {
+    totals.Add(record);
+    has_parity = has_parity || record.parity.has_value();
   }
+  const double compared = static_cast<double>(totals.parity_tokens_compared);
+  const double mismatched = static_cast<double>(totals.parity_tokens_mismatched);
+  const double max_diff = totals.parity_max_abs_diff;
   rows.emplace_back("steps in metrics.jsonl", std::to_string(records.size()));
   if (has_parity) {
     rows.emplace_back("parity: tokens compared (all steps)", absl::StrFormat("%.0f", compared));
@@ -183,7 +189,9 @@ std::string SummaryTable(const std::vector<nlohmann::json>& records,
     absl::StrAppend(&html, "<tr><td>", EscapeXml(key), "</td><td class=\"n\">", value,
                     "</td></tr>");
   }
-  if (summary.is_object()) {
+  if (job_summary.has_value()) {
+    nlohmann::json summary = *job_summary;
+    DropNullMembers(summary);
     for (const auto& [key, value] : summary.items()) {
       if (value.is_object()) {
         for (const auto& [inner, inner_value] : value.items()) {
@@ -206,45 +214,48 @@ void AddCard(std::string* html, const std::string& svg) {
 
 }  // namespace
 
-std::string RenderReportHtml(const std::string& title, const std::vector<nlohmann::json>& records,
-                             const nlohmann::json& summary) {
+std::string RenderReportHtml(const std::string& title, const std::vector<StepRecord>& records,
+                             const std::optional<JobSummary>& summary) {
   std::string html = absl::StrCat(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>lockstep run ",
       EscapeXml(title), "</title><style>", kStyle, "</style></head><body>\n<h1>lockstep run ",
       EscapeXml(title), "</h1><div class=\"sub\">", records.size(), " step records",
-      summary.is_object() ? ", summary.json present" : ", no summary.json yet (run in progress?)",
+      summary.has_value() ? ", summary.json present" : ", no summary.json yet (run in progress?)",
       "</div>\n");
   if (records.empty()) absl::StrAppend(&html, "<p>No metrics recorded yet.</p>");
 
   std::string learning;
   AddCard(&learning, Lines({.title = "Reward and accuracy", .x_label = "step", .y_label = ""},
-                           {Series(records, "reward_mean", "reward mean", kBlue),
-                            Series(records, "accuracy", "accuracy", kOrange)}));
+                           {Series(records, Member(&StepRecord::reward_mean), "reward mean", kBlue),
+                            Series(records, Member(&StepRecord::accuracy), "accuracy", kOrange)}));
   AddCard(&learning,
           Lines({.title = "Loss", .x_label = "step", .y_label = "", .y_from_zero = false},
-                {Series(records, "loss", "loss", kGreen)}));
+                {Series(records, Member(&StepRecord::loss), "loss", kGreen)}));
   AddCard(&learning, Lines({.title = "Grad norm", .x_label = "step", .y_label = ""},
-                           {Series(records, "grad_norm", "grad norm (before clipping)", kPurple)}));
+                           {Series(records, Member(&StepRecord::grad_norm),
+                                   "grad norm (before clipping)", kPurple)}));
   if (!learning.empty())
     absl::StrAppend(&html, "<h2>Learning</h2><div class=\"grid\">", learning, "</div>\n");
 
   std::string parity;
-  AddCard(&parity,
-          Lines({.title = "Parity: tokens per step", .x_label = "step", .y_label = "tokens"},
-                {Series(records, "parity.tokens_compared", "compared", kBlue),
-                 Series(records, "parity.tokens_mismatched", "mismatched", kRed)}));
+  AddCard(
+      &parity,
+      Lines({.title = "Parity: tokens per step", .x_label = "step", .y_label = "tokens"},
+            {Series(records, ParityMember(&ParityRecord::tokens_compared), "compared", kBlue),
+             Series(records, ParityMember(&ParityRecord::tokens_mismatched), "mismatched", kRed)}));
   AddCard(&parity,
           Lines({.title = "Parity: max |Δ logprob| per step", .x_label = "step", .y_label = "nats"},
-                {Series(records, "parity.max_abs_diff", "max |Δ|", kRed)}));
+                {Series(records, ParityMember(&ParityRecord::max_abs_diff), "max |Δ|", kRed)}));
   if (!parity.empty()) {
     absl::StrAppend(&html, "<h2>Trainer / generator parity (policy age 0)</h2><div class=\"grid\">",
                     parity, "</div>\n");
   }
 
   std::string speed;
-  AddCard(&speed, Lines({.title = "Throughput", .x_label = "step", .y_label = "tokens/s"},
-                        {Series(records, "gen_tokens_per_s", "generation", kBlue),
-                         Series(records, "train_tokens_per_s", "training", kGreen)}));
+  AddCard(&speed,
+          Lines({.title = "Throughput", .x_label = "step", .y_label = "tokens/s"},
+                {Series(records, Member(&StepRecord::gen_tokens_per_s), "generation", kBlue),
+                 Series(records, Member(&StepRecord::train_tokens_per_s), "training", kGreen)}));
   AddCard(&speed, StepTimeChart(records));
   if (!speed.empty())
     absl::StrAppend(&html, "<h2>Speed</h2><div class=\"grid\">", speed, "</div>\n");
@@ -261,13 +272,14 @@ std::string RenderReportHtml(const std::string& title, const std::vector<nlohman
 absl::StatusOr<std::string> WriteReport(const std::string& run_dir, const std::string& out_path) {
   absl::StatusOr<RunDir> run = RunDir::Open(run_dir);
   if (!run.ok()) return run.status();
-  absl::StatusOr<std::vector<nlohmann::json>> records = ReadMetrics(run->metrics_path());
+  absl::StatusOr<std::vector<StepRecord>> records = ReadMetrics(run->metrics_path());
   if (!records.ok()) return records.status();
-  absl::StatusOr<nlohmann::json> summary = ReadSummary(*run);
+  absl::StatusOr<JobSummary> summary = ReadSummary(*run);
   if (!summary.ok() && !absl::IsNotFound(summary.status())) return summary.status();
 
   std::string title = std::filesystem::path(run->path()).filename().string();
-  std::string html = RenderReportHtml(title, *records, summary.ok() ? *summary : nlohmann::json());
+  std::string html =
+      RenderReportHtml(title, *records, summary.ok() ? std::optional(*summary) : std::nullopt);
   std::string path = out_path.empty() ? run->path() + "/report.html" : out_path;
   if (absl::Status status = WriteFileAtomically(path, html); !status.ok()) return status;
   return path;

@@ -91,7 +91,7 @@ absl::Status RlLoop::Run(const StepCallback& on_step, const CheckpointFn& checkp
                          const std::function<bool()>& stop) {
   while (step_ < options_.steps) {
     if (stop && stop()) return absl::CancelledError("stopped by a signal");
-    absl::StatusOr<nlohmann::json> record = Step(stop);
+    absl::StatusOr<StepRecord> record = Step(stop);
     if (!record.ok()) return record.status();
     if (on_step) on_step(*record);
     if (checkpoint && options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0 &&
@@ -102,7 +102,7 @@ absl::Status RlLoop::Run(const StepCallback& on_step, const CheckpointFn& checkp
   return absl::OkStatus();
 }
 
-absl::StatusOr<nlohmann::json> RlLoop::Step(const std::function<bool()>& stop) {
+absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
   const absl::Time start = absl::Now();
   // Generator idle time is counted over this step only (not the time between steps), so that
   // idle_fraction_generator is a share of this step's total.
@@ -122,7 +122,7 @@ absl::StatusOr<nlohmann::json> RlLoop::Step(const std::function<bool()>& stop) {
   cursors_in_flight_.erase(cursors_in_flight_.begin(),
                            cursors_in_flight_.begin() + options_.prompts_per_step);
 
-  nlohmann::json record;
+  StepRecord record;
   absl::StatusOr<v1::TrainStepRequest> request = BuildTrainBatch(*batch, trainer_version_, &record);
   if (!request.ok()) return request.status();
 
@@ -142,50 +142,51 @@ absl::StatusOr<nlohmann::json> RlLoop::Step(const std::function<bool()>& stop) {
   trainer_version_ = metrics.weight_version();
   admission_.StepSynced();
   ++step_;
-  ++totals_.steps;
-  AdmitPrompts();  // generation of the next prompts starts before the metrics are written
+  AdmitPrompts();  // generation of the next prompts starts before the record is written
 
-  // The metrics line.
   double generator_idle_s = 0;
   for (size_t g = 0; g < services_.generators.size(); ++g) {
     generator_idle_s += Seconds(queue_->TakeGeneratorIdle(static_cast<int64_t>(g)));
   }
-  const absl::Duration total = absl::Now() - start;
-  const v1::ParityStats& parity = metrics.parity();
-  totals_.parity_tokens_compared += parity.tokens_compared();
-  totals_.parity_tokens_mismatched += parity.tokens_mismatched();
-  totals_.parity_max_abs_diff = std::max(totals_.parity_max_abs_diff, parity.max_abs_diff());
+  const double total_s = Seconds(absl::Now() - start);
   const double busy_s = Seconds(wait.generate + wait.reward + train_time + sync_time);
-  const double total_s = Seconds(total);
-  record["step"] = step_;
-  record["weight_version"] = metrics.weight_version();
-  record["loss"] = metrics.loss();
-  record["grad_norm"] = metrics.grad_norm();
-  record["lr"] = metrics.lr();
-  record["entropy"] = metrics.entropy();
-  record["ratio_mean"] = metrics.ratio_mean();
-  record["clipped_fraction"] = metrics.clipped_fraction();
-  record["train_tokens"] = metrics.tokens();
-  record["train_tokens_per_s"] = metrics.tokens() / std::max(1e-9, Seconds(train_time));
-  record["parity"] = {{"tokens_compared", parity.tokens_compared()},
-                      {"tokens_mismatched", parity.tokens_mismatched()},
-                      {"max_abs_diff", parity.max_abs_diff()},
-                      {"mean_diff", parity.mean_diff()},
-                      {"k3", parity.k3()}};
-  record["time"] = {{"generate", Seconds(wait.generate)},
-                    {"reward", Seconds(wait.reward)},
-                    {"train", Seconds(train_time)},
-                    {"sync", Seconds(sync_time)},
-                    {"idle", std::max(0.0, total_s - busy_s)},
-                    {"total", total_s}};
+  const v1::ParityStats& parity = metrics.parity();
+  record.step = step_;
+  record.weight_version = metrics.weight_version();
+  record.loss = metrics.loss();
+  record.grad_norm = metrics.grad_norm();
+  record.lr = metrics.lr();
+  record.entropy = metrics.entropy();
+  record.ratio_mean = metrics.ratio_mean();
+  record.clipped_fraction = metrics.clipped_fraction();
+  record.train_tokens = metrics.tokens();
+  record.train_tokens_per_s = metrics.tokens() / std::max(1e-9, Seconds(train_time));
+  record.parity = ParityRecord{parity.tokens_compared(), parity.tokens_mismatched(),
+                               parity.max_abs_diff(), parity.mean_diff(), parity.k3()};
+  record.time = StepTimes{Seconds(wait.generate),
+                          Seconds(wait.reward),
+                          Seconds(train_time),
+                          Seconds(sync_time),
+                          std::max(0.0, total_s - busy_s),
+                          total_s};
   // The trainer waits for rollouts (generate + reward) and for the sync; generators wait when
   // no call of theirs is in flight.
-  record["idle_fraction_trainer"] = Seconds(wait.generate + wait.reward) / std::max(1e-9, total_s);
-  record["idle_fraction_generator"] =
+  record.idle_fraction_trainer = Seconds(wait.generate + wait.reward) / std::max(1e-9, total_s);
+  record.idle_fraction_generator =
       generator_idle_s / std::max(1e-9, total_s * static_cast<double>(services_.generators.size()));
-  record["sync_bytes"] = sync->bytes;
-  record["swap_pause_ms"] = sync->max_swap_pause_ms;
-  record["sync_trainer_s"] = sync->trainer_seconds;
+  record.sync_bytes = sync->bytes;
+  record.swap_pause_ms = sync->max_swap_pause_ms;
+  record.sync_trainer_s = sync->trainer_seconds;
+  if (services_.environment != nullptr) {
+    // Episodes that ended since the last step (those of prompts still in flight included).
+    const EnvironmentTotals now = services_.environment->totals();
+    record.episodes = EpisodeCounts{now.episodes - episodes_before_.episodes,
+                                    now.episodes_failed - episodes_before_.episodes_failed,
+                                    now.episodes_truncated - episodes_before_.episodes_truncated,
+                                    now.turns - episodes_before_.turns};
+    episodes_before_ = now;
+  }
+  totals_.Add(record);
   return record;
 }
 
@@ -302,7 +303,7 @@ void RlLoop::SubmitEpisodes(const std::shared_ptr<PromptInFlight>& prompt) {
 
 absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
     const std::vector<std::shared_ptr<PromptInFlight>>& batch, int64_t trainer_version,
-    nlohmann::json* record) {
+    StepRecord* record) {
   v1::TrainStepRequest request;
   int64_t num_samples = 0, num_failed = 0, num_correct = 0, num_scored = 0;
   int64_t groups_dropped = 0, generated_tokens = 0, environment_tokens = 0;
@@ -350,27 +351,18 @@ absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
       AddTrainRollout(prompt->prompt_ids, sample, (*advantages)[k], prompt->index, &request);
     }
   }
-  totals_.reward_items_sent += num_samples;
-  totals_.reward_items_scored += num_scored;
-  totals_.reward_items_failed += num_failed;
-  totals_.samples_trained += request.rollouts_size();
-  nlohmann::json age_json = nlohmann::json::object();
-  for (const auto& [age, count] : ages) {
-    totals_.ages[age] += count;
-    age_json[std::to_string(age)] = count;
-  }
-  (*record)["reward_mean"] = num_scored > 0 ? reward_sum / num_scored : 0.0;
-  (*record)["accuracy"] = num_scored > 0 ? static_cast<double>(num_correct) / num_scored : 0.0;
-  (*record)["samples"] = num_samples;
-  (*record)["reward_items_sent"] = num_samples;
-  (*record)["reward_items_scored"] = num_scored;
-  (*record)["reward_items_failed"] = num_failed;
-  (*record)["groups_dropped"] = groups_dropped;
-  (*record)["rollouts_trained"] = request.rollouts_size();
-  (*record)["staleness"] = age_json;
-  (*record)["gen_tokens"] = generated_tokens;  // the model's tokens (observations left out)
-  (*record)["env_tokens"] = environment_tokens;
-  (*record)["gen_tokens_per_s"] = generated_tokens / std::max(1e-9, generate_seconds);
+  record->reward_mean = num_scored > 0 ? reward_sum / num_scored : 0.0;
+  record->accuracy = num_scored > 0 ? static_cast<double>(num_correct) / num_scored : 0.0;
+  record->samples = num_samples;
+  record->reward_items_sent = num_samples;
+  record->reward_items_scored = num_scored;
+  record->reward_items_failed = num_failed;
+  record->groups_dropped = groups_dropped;
+  record->rollouts_trained = request.rollouts_size();
+  record->staleness = AgeCounts{ages};
+  record->gen_tokens = generated_tokens;  // the model's tokens (observations left out)
+  record->env_tokens = environment_tokens;
+  record->gen_tokens_per_s = generated_tokens / std::max(1e-9, generate_seconds);
   if (request.rollouts_size() == 0) {
     // Every group was dropped (no reward variance) or failed. The trainer refuses an empty
     // batch, and the step must still happen (versions and the data cursor move in step), so
@@ -416,10 +408,8 @@ absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
     }
     for (bool keep : rollout.loss_mask()) (keep ? model_tokens : masked_tokens) += 1;
   }
-  totals_.model_tokens_trained += model_tokens;
-  totals_.environment_tokens_trained += masked_tokens;
-  (*record)["rollout_model_tokens"] = model_tokens;
-  (*record)["rollout_environment_tokens"] = masked_tokens;
+  record->rollout_model_tokens = model_tokens;
+  record->rollout_environment_tokens = masked_tokens;
   return request;
 }
 

@@ -1,12 +1,13 @@
 // The RL loop: one Step() per optimizer step, reading like an inference engine's step():
 //
-//   AdmitPrompts()     prompts from the dataset → Generator.Generate (n samples, streaming,
-//                      spread over the generators) → rewards, all in the background, as far
-//                      ahead as the staleness bound allows (staleness.h)
-//   TakeBatch()        wait for the oldest prompts_per_step prompts, generated and scored
-//   BuildTrainBatch()  group advantages (failed reward items left out and counted), age check
-//   Trainer.TrainStep  → metrics, parity for age-0 samples (strict: stop on a mismatch)
-//   SyncWeights()      trainer → every generator, version + 1
+//   AdmitPrompts()        prompts from the dataset → Generator.Generate (n samples, streaming,
+//                         spread over the generators) → rewards, all in the background, as far
+//                         ahead as the staleness bound allows (staleness.h)
+//   queue_.WaitForOldest  wait for the oldest prompts_per_step prompts, generated and scored
+//   BuildTrainBatch()     group advantages (failed reward items left out and counted), age check
+//   Trainer.TrainStep     → metrics, parity for age-0 samples (strict: stop on a mismatch)
+//   SyncWeights()         trainer → every generator, version + 1
+//   → the step's record (step_record.h)
 //
 // With max_staleness = 0 generation, training and sync strictly alternate (on-policy); with
 // S > 0 generation of the next S steps' prompts overlaps training.
@@ -28,11 +29,11 @@
 #include "absl/time/time.h"
 #include "data/dataset_iterator.h"
 #include "model/tokenizer/tokenizer.h"
-#include "nlohmann/json.hpp"
 #include "orchestrator/environment_rollouts.h"
 #include "orchestrator/generator_client.h"
 #include "orchestrator/rollout_queue.h"
 #include "orchestrator/staleness.h"
+#include "orchestrator/step_record.h"
 #include "orchestrator/trainer_client.h"
 #include "rewards/reward_scorer.h"
 #include "trainer/advantages.h"
@@ -69,23 +70,6 @@ struct RlServices {
   EnvironmentRollouts* environment = nullptr;
 };
 
-// Figures accumulated over the loop's steps.
-struct RlTotals {
-  int64_t steps = 0;
-  int64_t parity_tokens_compared = 0;
-  int64_t parity_tokens_mismatched = 0;
-  double parity_max_abs_diff = 0;
-  // Reward items (samples) of the trained batches: sent == scored + failed. Failed items are
-  // left out of the advantages, never scored 0.
-  int64_t reward_items_sent = 0;
-  int64_t reward_items_scored = 0;
-  int64_t reward_items_failed = 0;
-  int64_t samples_trained = 0;
-  int64_t model_tokens_trained = 0;        // loss-mask tokens sent to the trainer
-  int64_t environment_tokens_trained = 0;  // masked-out observation tokens sent to the trainer
-  AgeHistogram ages;
-};
-
 class RlLoop {
  public:
   // `dataset` must outlive the loop. `cursor` is where the job's prompt stream continues (the
@@ -94,8 +78,8 @@ class RlLoop {
          DatasetIterator iterator, int64_t start_step);
   ~RlLoop();
 
-  // Called after each step with its metrics line (the metrics.jsonl schema).
-  using StepCallback = std::function<void(const nlohmann::json&)>;
+  // Called after each step with its record (a line of metrics.jsonl).
+  using StepCallback = std::function<void(const StepRecord&)>;
   // Called to checkpoint: (rl steps done, data cursor JSON) → OK or error.
   using CheckpointFn = std::function<absl::Status(int64_t, const std::string&)>;
 
@@ -105,13 +89,14 @@ class RlLoop {
   absl::Status Run(const StepCallback& on_step, const CheckpointFn& checkpoint,
                    const std::function<bool()>& stop);
 
-  // One RL step (admission, batch, train, sync). Returns its metrics line.
-  absl::StatusOr<nlohmann::json> Step(const std::function<bool()>& stop);
+  // One RL step (admission, batch, train, sync). Returns its record.
+  absl::StatusOr<StepRecord> Step(const std::function<bool()>& stop);
 
   // The data cursor to checkpoint now: the dataset position of the oldest prompt not yet
   // trained, plus the RL steps done. JSON text.
   std::string DataCursor() const;
   int64_t steps_done() const { return step_; }
+  // The records of the steps this loop ran, folded (RlTotals::Add).
   const RlTotals& totals() const { return totals_; }
 
   // Parses DataCursor() output: (dataset cursor, rl steps done).
@@ -125,7 +110,7 @@ class RlLoop {
   // The rollouts of the batch with their advantages; counts failed items and ages.
   absl::StatusOr<v1::TrainStepRequest> BuildTrainBatch(
       const std::vector<std::shared_ptr<PromptInFlight>>& batch, int64_t trainer_version,
-      nlohmann::json* record);
+      StepRecord* record);
   absl::Status CheckParity(const v1::TrainStepRequest& request, const v1::StepMetrics& metrics);
 
   RlLoopOptions options_;
@@ -139,7 +124,8 @@ class RlLoop {
   int64_t next_prompt_index_;     // prompt number of the next admission (since the job start)
   int64_t trainer_version_ = -1;  // the trainer's weight version, -1 until first read
   RlTotals totals_;
-  int64_t next_generator_ = 0;  // round robin
+  EnvironmentTotals episodes_before_;  // the environment's totals at the end of the last step
+  int64_t next_generator_ = 0;         // round robin
 };
 
 }  // namespace lockstep::orchestrator

@@ -1,22 +1,25 @@
 #include "orchestrator/run_dir.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/file_io.h"
 
 namespace lockstep::orchestrator {
 namespace {
 
 namespace fs = std::filesystem;
 
+// A run has started steps (metrics.jsonl) or ended (summary.json); a directory where a job
+// failed before its first step (config.toml only) may be reused.
 bool HoldsRun(const fs::path& dir) {
+  return fs::exists(dir / "metrics.jsonl") || fs::exists(dir / "summary.json");
+}
+
+// What `lockstep report` and --resume can open.
+bool IsRunDirectory(const fs::path& dir) {
   return fs::exists(dir / "config.toml") || fs::exists(dir / "metrics.jsonl");
 }
 
@@ -43,65 +46,52 @@ absl::StatusOr<RunDir> RunDir::Create(const std::string& root, const std::string
 absl::StatusOr<RunDir> RunDir::Open(const std::string& path) {
   std::string trimmed = path;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-  if (!fs::is_directory(trimmed) || !HoldsRun(trimmed)) {
+  if (!fs::is_directory(trimmed) || !IsRunDirectory(trimmed)) {
     return absl::NotFoundError(absl::StrCat(
         "no run directory at ", path, " (expected a folder holding config.toml or metrics.jsonl)"));
   }
   return RunDir(trimmed);
 }
 
+absl::StatusOr<int64_t> RunDir::StartRun() const {
+  int64_t runs = 0;
+  absl::StatusOr<std::string> text = ReadFile(runs_path());
+  if (text.ok()) {
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &runs) || runs < 0) {
+      return absl::DataLossError(absl::StrCat(runs_path(), ": not a count of runs"));
+    }
+  } else if (!absl::IsNotFound(text.status())) {
+    return text.status();
+  }
+  if (absl::Status s = WriteFileAtomically(runs_path(), absl::StrCat(runs + 1, "\n")); !s.ok()) {
+    return s;
+  }
+  return runs + 1;
+}
+
 std::string RunDir::log_path(const std::string& service) const {
   return absl::StrCat(logs_dir(), "/", service, ".log");
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
-  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot write ", temporary, ": ", std::strerror(errno)));
-  }
-  size_t written = 0;
-  while (written < contents.size()) {
-    ssize_t n = write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int error = errno;
-      close(fd);
-      unlink(temporary.c_str());
-      return absl::InternalError(
-          absl::StrCat("cannot write ", temporary, ": ", std::strerror(error)));
-    }
-    written += static_cast<size_t>(n);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    unlink(temporary.c_str());
-    return absl::InternalError(
-        absl::StrCat("cannot flush ", temporary, ": ", std::strerror(errno)));
-  }
-  if (rename(temporary.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    unlink(temporary.c_str());
-    return absl::InternalError(
-        absl::StrCat("cannot rename ", temporary, " to ", path, ": ", std::strerror(error)));
-  }
-  return absl::OkStatus();
+absl::Status WriteSummary(const RunDir& run, const JobSummary& summary) {
+  return WriteFileAtomically(run.summary_path(), SummaryText(summary));
 }
 
-absl::Status WriteSummary(const RunDir& run, const nlohmann::json& summary) {
-  return WriteFileAtomically(run.summary_path(), summary.dump(2) + "\n");
-}
-
-absl::StatusOr<nlohmann::json> ReadSummary(const RunDir& run) {
-  std::ifstream file(run.summary_path());
-  if (!file) return absl::NotFoundError(absl::StrCat("no summary: ", run.summary_path()));
-  std::stringstream text;
-  text << file.rdbuf();
-  nlohmann::json summary = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (summary.is_discarded() || !summary.is_object()) {
+absl::StatusOr<JobSummary> ReadSummary(const RunDir& run) {
+  absl::StatusOr<std::string> text = ReadFile(run.summary_path());
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(absl::StrCat("no summary: ", run.summary_path()));
+  }
+  if (!text.ok()) return text.status();
+  nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(run.summary_path(), ": not a JSON object"));
   }
-  return summary;
+  try {
+    return json.get<JobSummary>();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(run.summary_path(), ": ", e.what()));
+  }
 }
 
 }  // namespace lockstep::orchestrator

@@ -161,7 +161,7 @@ class MultiTurnLoopTest : public ::testing::Test {
                         &episodes};
     RlLoop loop(options, services, &dataset_, DatasetIterator(&dataset_, 3), 0);
     absl::Status status =
-        loop.Run([&](const nlohmann::json& r) { records_.push_back(r); }, nullptr, nullptr);
+        loop.Run([&](const StepRecord& r) { records_.push_back(r); }, nullptr, nullptr);
     EXPECT_TRUE(status.ok()) << status;
     return loop.totals();
   }
@@ -194,7 +194,7 @@ class MultiTurnLoopTest : public ::testing::Test {
   RecordingTrainer trainer_service_;
   TurnGenerator generator_service_;
   LoopTestServices services_;  // after the services: its servers shut down first
-  std::vector<nlohmann::json> records_;
+  std::vector<StepRecord> records_;
 };
 
 TEST_F(MultiTurnLoopTest, LossMaskCoversExactlyTheModelsTokens) {
@@ -229,10 +229,12 @@ TEST_F(MultiTurnLoopTest, LossMaskCoversExactlyTheModelsTokens) {
   EXPECT_EQ(totals.reward_items_sent, 24);
   EXPECT_EQ(totals.reward_items_scored, 24);
   EXPECT_EQ(totals.reward_items_failed, 0);
-  for (const nlohmann::json& record : records_) {
-    EXPECT_GT(record["rollout_environment_tokens"].get<int64_t>(), 0);
-    EXPECT_EQ(record["env_tokens"].get<int64_t>(),
-              record["rollout_environment_tokens"].get<int64_t>());
+  // Every episode is counted once, in the record of the step it ended in.
+  EXPECT_EQ(totals.episodes.episodes, 24);
+  for (const StepRecord& record : records_) {
+    ASSERT_TRUE(record.episodes.has_value());
+    EXPECT_GT(*record.rollout_environment_tokens, 0);
+    EXPECT_EQ(*record.env_tokens, *record.rollout_environment_tokens);
   }
 }
 
@@ -247,11 +249,9 @@ TEST_F(MultiTurnLoopTest, FailedEpisodesAreExcludedAndCounted) {
   EXPECT_EQ(totals.reward_items_sent, 16);
   EXPECT_EQ(totals.reward_items_failed, 4);
   EXPECT_EQ(totals.reward_items_scored, 12);
-  for (const nlohmann::json& record : records_) {
-    EXPECT_EQ(record["reward_items_sent"].get<int64_t>(),
-              record["reward_items_scored"].get<int64_t>() +
-                  record["reward_items_failed"].get<int64_t>());
-    EXPECT_EQ(record["reward_items_failed"].get<int64_t>(), 2);
+  for (const StepRecord& record : records_) {
+    EXPECT_EQ(*record.reward_items_sent, *record.reward_items_scored + *record.reward_items_failed);
+    EXPECT_EQ(*record.reward_items_failed, 2);
   }
 }
 
@@ -299,7 +299,7 @@ TEST(TrainRolloutTest, EpisodeTokensOfTheEnvironmentAreMaskedWithAKnownVersion) 
 
 TEST(ValidUtf8Test, InvalidBytesBecomeReplacementCharacters) {
   EXPECT_EQ(ValidUtf8("7 + \xC3\xA9"), "7 + \xC3\xA9");  // valid: unchanged
-  EXPECT_EQ(ValidUtf8("12\xC3"), "12\xEF\xBF\xBD");       // stops inside a character
+  EXPECT_EQ(ValidUtf8("12\xC3"), "12\xEF\xBF\xBD");      // stops inside a character
   EXPECT_EQ(ValidUtf8("\xFF\xFEx"), "\xEF\xBF\xBD\xEF\xBF\xBDx");
   EXPECT_EQ(ValidUtf8(""), "");
 }

@@ -34,39 +34,39 @@ std::string TempDir() {
 }
 
 // A plausible run: reward rising, parity exact, ages 0..2.
-std::vector<nlohmann::json> SyntheticRecords(int steps) {
-  std::vector<nlohmann::json> records;
+std::vector<StepRecord> SyntheticRecords(int steps) {
+  std::vector<StepRecord> records;
   for (int step = 1; step <= steps; ++step) {
     double progress = static_cast<double>(step) / steps;
-    records.push_back({
-        {"step", step},
-        {"reward_mean", 0.2 + 0.7 * progress},
-        {"accuracy", 0.15 + 0.75 * progress},
-        {"loss", 0.5 * std::exp(-progress)},
-        {"grad_norm", 1.0 + 0.3 * std::sin(step)},
-        {"gen_tokens_per_s", 900.0 + 10 * step},
-        {"train_tokens_per_s", 2500.0 + 5 * step},
-        {"parity",
-         {{"tokens_compared", 4000 + step}, {"tokens_mismatched", 0}, {"max_abs_diff", 0.0}}},
-        {"time",
-         {{"generate", 1.2}, {"reward", 0.1}, {"train", 0.9}, {"sync", 0.2}, {"idle", 0.05}}},
-        {"staleness", {{"0", 40}, {"1", step % 3 == 0 ? 24 : 0}, {"2", step % 5 == 0 ? 8 : 0}}},
-    });
+    StepRecord record;
+    record.step = step;
+    record.reward_mean = 0.2 + 0.7 * progress;
+    record.accuracy = 0.15 + 0.75 * progress;
+    record.loss = 0.5 * std::exp(-progress);
+    record.grad_norm = 1.0 + 0.3 * std::sin(step);
+    record.gen_tokens_per_s = 900.0 + 10 * step;
+    record.train_tokens_per_s = 2500.0 + 5 * step;
+    record.parity = ParityRecord{.tokens_compared = 4000 + step};
+    record.time =
+        StepTimes{.generate = 1.2, .reward = 0.1, .train = 0.9, .sync = 0.2, .idle = 0.05};
+    record.staleness =
+        AgeCounts{{{0, 40}, {1, step % 3 == 0 ? 24 : 0}, {2, step % 5 == 0 ? 8 : 0}}};
+    records.push_back(record);
   }
   return records;
 }
 
-absl::StatusOr<RunDir> WriteRun(const std::string& root, const std::vector<nlohmann::json>& records,
-                                const nlohmann::json& summary) {
+absl::StatusOr<RunDir> WriteRun(const std::string& root, const std::vector<StepRecord>& records,
+                                const std::optional<JobSummary>& summary) {
   absl::StatusOr<RunDir> run = RunDir::Create(root, "synthetic");
   if (!run.ok()) return run;
   absl::StatusOr<std::unique_ptr<MetricsLog>> log = MetricsLog::Open(run->metrics_path());
   if (!log.ok()) return log.status();
-  for (const nlohmann::json& record : records) {
+  for (const StepRecord& record : records) {
     if (absl::Status s = (*log)->Append(record); !s.ok()) return s;
   }
-  if (!summary.is_null()) {
-    if (absl::Status s = WriteSummary(*run, summary); !s.ok()) return s;
+  if (summary.has_value()) {
+    if (absl::Status s = WriteSummary(*run, *summary); !s.ok()) return s;
   }
   return run;
 }
@@ -87,12 +87,12 @@ int Count(const std::string& text, const std::string& needle) {
 }
 
 TEST(ReportTest, FullMetricsGiveEveryChartInASelfContainedPage) {
-  nlohmann::json summary = {{"accuracy_before", 0.15},
-                            {"accuracy_after", 0.9},
-                            {"parity_tokens_compared", 120465},
-                            {"parity_tokens_mismatched", 0},
-                            {"wall_s", 321.5},
-                            {"eval_before", {{"num_prompts", 200}}}};
+  JobSummary summary;
+  summary.accuracy_before = 0.15;
+  summary.accuracy_after = 0.9;
+  summary.parity_tokens_compared = 120465;
+  summary.wall_s = 321.5;
+  summary.eval_before.num_prompts = 200;
   absl::StatusOr<RunDir> run = WriteRun(TempDir(), SyntheticRecords(30), summary);
   ASSERT_TRUE(run.ok()) << run.status();
   absl::StatusOr<std::string> path = WriteReport(run->path());
@@ -123,9 +123,8 @@ TEST(ReportTest, FullMetricsGiveEveryChartInASelfContainedPage) {
 }
 
 TEST(ReportTest, ChartsWithoutDataAreLeftOut) {
-  std::vector<nlohmann::json> records = {{{"step", 1}, {"loss", 2.0}},
-                                         {{"step", 2}, {"loss", 1.5}}};
-  absl::StatusOr<RunDir> run = WriteRun(TempDir(), records, nullptr);
+  std::vector<StepRecord> records = {{.step = 1, .loss = 2.0}, {.step = 2, .loss = 1.5}};
+  absl::StatusOr<RunDir> run = WriteRun(TempDir(), records, std::nullopt);
   ASSERT_TRUE(run.ok()) << run.status();
   std::string out = run->path() + "/elsewhere.html";
   ASSERT_TRUE(WriteReport(run->path(), out).ok());
@@ -136,7 +135,7 @@ TEST(ReportTest, ChartsWithoutDataAreLeftOut) {
   EXPECT_THAT(html, Not(HasSubstr("Staleness")));
   EXPECT_THAT(html, HasSubstr("no summary.json yet"));
 
-  std::string empty = RenderReportHtml("empty", {}, nullptr);
+  std::string empty = RenderReportHtml("empty", {}, std::nullopt);
   EXPECT_THAT(empty, HasSubstr("No metrics recorded yet"));
   EXPECT_EQ(Count(empty, "<svg "), 0);
 }
@@ -168,7 +167,7 @@ std::string FindChromium() {
 TEST(ReportTest, RendersInHeadlessChromium) {
   if (FindChromium().empty()) GTEST_SKIP() << "chromium is not installed";
   std::string dir = TempDir();
-  absl::StatusOr<RunDir> run = WriteRun(dir, SyntheticRecords(40), {{"wall_s", 10.0}});
+  absl::StatusOr<RunDir> run = WriteRun(dir, SyntheticRecords(40), JobSummary{.wall_s = 10.0});
   ASSERT_TRUE(run.ok()) << run.status();
   absl::StatusOr<std::string> page = WriteReport(run->path());
   ASSERT_TRUE(page.ok()) << page.status();

@@ -6,9 +6,8 @@
 
 #include <unistd.h>
 
-#include <filesystem>
-
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -183,9 +182,8 @@ class RlLoopTest : public ::testing::Test {
 TEST_F(RlLoopTest, OnPolicyTrainsEveryStepWithFreshSamplesAndGroupAdvantages) {
   Start();
   RlLoop loop(Options(4, 0), Services(), &dataset_, DatasetIterator(&dataset_, 1), 0);
-  std::vector<nlohmann::json> records;
-  ASSERT_TRUE(loop.Run([&](const nlohmann::json& r) { records.push_back(r); }, nullptr, nullptr)
-                  .ok());
+  std::vector<StepRecord> records;
+  ASSERT_TRUE(loop.Run([&](const StepRecord& r) { records.push_back(r); }, nullptr, nullptr).ok());
   ASSERT_EQ(records.size(), 4u);
   EXPECT_EQ(trainer_service_->publishes(), 4);
   std::vector<v1::TrainStepRequest> batches = trainer_service_->batches();
@@ -209,18 +207,19 @@ TEST_F(RlLoopTest, OnPolicyTrainsEveryStepWithFreshSamplesAndGroupAdvantages) {
                 batches[step].rollouts(4 * g + 3).group_id());
     }
     // Idle time is a share of the step's own time.
-    for (const char* key : {"idle_fraction_generator", "idle_fraction_trainer"}) {
-      EXPECT_GE(records[step][key].get<double>(), 0.0) << key;
-      EXPECT_LE(records[step][key].get<double>(), 1.0) << key;
+    for (double fraction :
+         {*records[step].idle_fraction_generator, *records[step].idle_fraction_trainer}) {
+      EXPECT_GE(fraction, 0.0);
+      EXPECT_LE(fraction, 1.0);
     }
-    EXPECT_EQ(records[step]["staleness"].size(), 1u);
-    EXPECT_EQ(records[step]["staleness"]["0"], 12);
-    EXPECT_EQ(records[step]["parity"]["tokens_compared"].get<int64_t>(),
-              [&] {
-                int64_t n = 0;
-                for (const auto& r : batches[step].rollouts()) n += r.completion_token_ids_size();
-                return n;
-              }());
+    EXPECT_EQ(records[step].step, static_cast<int64_t>(step) + 1);
+    EXPECT_EQ(records[step].staleness->counts.size(), 1u);
+    EXPECT_EQ(records[step].staleness->counts.at(0), 12);
+    EXPECT_EQ(records[step].parity->tokens_compared, [&] {
+      int64_t n = 0;
+      for (const auto& r : batches[step].rollouts()) n += r.completion_token_ids_size();
+      return n;
+    }());
   }
   EXPECT_EQ(loop.totals().ages.at(0), 48);
 }
@@ -308,11 +307,10 @@ TEST(RunJobTest, MissingServiceBinaryFailsNamingIt) {
                    "\"\n[model]\npreset = \"tiny\"\n[data]\ntask = \"arithmetic\"\n"),
       "test.toml");
   ASSERT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<nlohmann::json> summary =
+  absl::StatusOr<JobSummary> summary =
       RunJob(*config, {.lockstep_binary = "/nonexistent/lockstep"});
   ASSERT_FALSE(summary.ok());
-  EXPECT_NE(summary.status().message().find("/nonexistent/lockstep init-model"),
-            std::string::npos)
+  EXPECT_NE(summary.status().message().find("/nonexistent/lockstep init-model"), std::string::npos)
       << summary.status();
   EXPECT_FALSE(std::filesystem::exists(root / "x" / "metrics.jsonl"));
   std::filesystem::remove_all(root);

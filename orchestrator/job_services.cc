@@ -1,0 +1,120 @@
+#include "orchestrator/job_services.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "common/auth.h"
+#include "common/free_port.h"
+#include "orchestrator/weight_sync_driver.h"
+
+namespace lockstep::orchestrator {
+namespace {
+
+v1::WeightSyncTransport Transport(const std::string& name) {
+  if (name == "gloo") return v1::WEIGHT_SYNC_TRANSPORT_GLOO;
+  if (name == "shm") return v1::WEIGHT_SYNC_TRANSPORT_SHARED_MEMORY;
+  return v1::WEIGHT_SYNC_TRANSPORT_AUTO;
+}
+
+}  // namespace
+
+absl::Status JobServices::Start(const ServiceLaunch& launch, const Log& log) {
+  auto log_path = [&](const std::string& name) {
+    return absl::StrCat(launch.logs_dir, "/", name, ".log");
+  };
+  if (config_.trainer.address.empty()) {
+    std::vector<std::string> argv = {launch.lockstep_binary,
+                                     "serve",
+                                     "trainer",
+                                     "--model",
+                                     launch.model_dir,
+                                     "--options",
+                                     launch.trainer_options_path,
+                                     "--threads",
+                                     std::to_string(config_.trainer.threads),
+                                     "--port",
+                                     "0",
+                                     "--auth-token-file",
+                                     launch.auth_token_path};
+    if (!launch.resume_checkpoint.empty()) {
+      argv.push_back("--resume");
+      argv.push_back(launch.resume_checkpoint);
+    }
+    absl::StatusOr<pid_t> pid = supervisor_.Start({"trainer", argv, {}, log_path("trainer")});
+    if (!pid.ok()) return pid.status();
+  }
+  std::vector<std::string> generator_names;
+  if (config_.generator.addresses.empty()) {
+    for (int64_t g = 0; g < config_.generator.count; ++g) {
+      const std::string name = absl::StrCat("generator", g);
+      absl::StatusOr<pid_t> pid = supervisor_.Start(
+          {name,
+           {launch.lockstep_binary, "serve", "generator", "--model", launch.model_dir, "--mode",
+            config_.model.mode, "--threads", std::to_string(config_.generator.threads),
+            "--kv-bytes", std::to_string(config_.generator.kv_bytes), "--port", "0",
+            "--auth-token-file", launch.auth_token_path},
+           {},
+           log_path(name)});
+      if (!pid.ok()) return pid.status();
+      generator_names.push_back(name);
+    }
+  }
+  if (absl::Status s = rewards_.Launch(supervisor_, launch.lockstep_binary, launch.auth_token_path,
+                                       launch.logs_dir);
+      !s.ok()) {
+    return s;
+  }
+  // Wait for every child (they start in parallel).
+  std::string trainer_address = config_.trainer.address;
+  if (trainer_address.empty()) {
+    absl::StatusOr<std::string> address = supervisor_.WaitUntilServing("trainer");
+    if (!address.ok()) return address.status();
+    trainer_address = *address;
+  }
+  trainer_ = std::make_unique<TrainerClient>(trainer_address, launch.auth_token);
+  std::vector<std::string> generator_addresses = config_.generator.addresses;
+  for (const std::string& name : generator_names) {
+    absl::StatusOr<std::string> address = supervisor_.WaitUntilServing(name);
+    if (!address.ok()) return address.status();
+    generator_addresses.push_back(*address);
+  }
+  for (const std::string& address : generator_addresses) {
+    generator_clients_.push_back(std::make_unique<GeneratorClient>(address, launch.auth_token));
+    generators_.push_back(generator_clients_.back().get());
+  }
+  log(absl::StrCat("trainer at ", trainer_address, ", ", generators_.size(), " generator(s) at ",
+                   absl::StrJoin(generator_addresses, ", ")));
+  if (absl::Status s = rewards_.Connect(supervisor_, launch.auth_token); !s.ok()) return s;
+  if (rewards_.scorer() != nullptr) log(absl::StrCat("reward: ", rewards_.scorer()->name()));
+  if (rewards_.environment() != nullptr) {
+    log(absl::StrCat("environment at ", rewards_.environment_address(), ", up to ",
+                     config_.environment.max_turns, " turn(s) per episode"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status JobServices::FormWeightSyncGroup(const Log& log) {
+  absl::StatusOr<int> store_port = PickFreePort();
+  if (!store_port.ok()) return store_port.status();
+  WeightSyncGroupOptions group;
+  group.store_port = *store_port;
+  group.group_name = absl::StrCat("sync-", NewAuthToken().substr(0, 8));
+  group.timeout_ms = config_.weight_sync.timeout_ms;
+  group.bucket_bytes = config_.weight_sync.bucket_mb << 20;
+  group.verify = config_.weight_sync.verify;
+  group.transport = Transport(config_.weight_sync.transport);
+  absl::StatusOr<v1::JoinWeightSyncResponse> joined =
+      orchestrator::FormWeightSyncGroup(*trainer_, generators_, group);
+  if (!joined.ok()) return joined.status();
+  log(absl::StrCat("weight-sync group formed: ", joined->num_parameters(), " tensors, ",
+                   joined->total_bytes() / 1e6, " MB in ", joined->num_buckets(), " bucket(s)"));
+  return absl::OkStatus();
+}
+
+absl::Status JobServices::Sync(int64_t version) {
+  return SyncWeights(*trainer_, generators_, version,
+                     absl::Milliseconds(config_.weight_sync.timeout_ms) + absl::Seconds(10))
+      .status();
+}
+
+}  // namespace lockstep::orchestrator

@@ -1,0 +1,81 @@
+// summary.json: the typed summary of a job, which the job fills at its end (job.h), prints as a
+// short table, and the report shows (report.h). The struct is the schema: the JSON keys are the
+// member names.
+//
+// A job may take several runs of `lockstep run` (the first, then each --resume). The totals
+// cover the whole job: they are folded (RlTotals) over every step record in metrics.jsonl,
+// which a resume first truncates to the checkpoint it continues from. `runs` counts the runs;
+// the `_this_run` members, `wall_s` and `rewards` (the reward components' own counters) are of
+// the last run only.
+#ifndef LOCKSTEP_ORCHESTRATOR_JOB_SUMMARY_H_
+#define LOCKSTEP_ORCHESTRATOR_JOB_SUMMARY_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "orchestrator/json_optional.h"
+#include "orchestrator/step_record.h"
+
+namespace lockstep::orchestrator {
+
+// Held-out accuracy (evaluation.h): greedy, every eval prompt once.
+struct EvalResult {
+  int64_t num_prompts = 0;
+  int64_t num_correct = 0;
+  int64_t num_failed = 0;  // reward items that could not be scored
+  double accuracy = 0;     // num_correct / num_prompts
+  double reward_mean = 0;  // over scored items
+  double seconds = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EvalResult, accuracy, num_prompts, num_correct,
+                                                num_failed, reward_mean, seconds)
+
+struct JobSummary {
+  std::string name;
+  int64_t runs = 1;      // runs of `lockstep run` this job took (1 + resumes)
+  bool resumed = false;  // the last run was a resume
+  double accuracy_before = 0;
+  double accuracy_after = 0;
+  EvalResult eval_before;  // before RL (the first run's, kept in eval_before.json)
+  EvalResult eval_after;
+  int64_t rl_steps = 0;  // RL steps done, all runs
+  int64_t rl_steps_this_run = 0;
+  int64_t parity_tokens_compared = 0;
+  int64_t parity_tokens_mismatched = 0;
+  double parity_max_abs_diff = 0;
+  int64_t samples_trained = 0;
+  int64_t reward_items_sent = 0;
+  int64_t reward_items_scored = 0;
+  int64_t reward_items_failed = 0;
+  int64_t model_tokens_trained = 0;
+  int64_t environment_tokens_trained = 0;
+  std::optional<EpisodeCounts> episodes;  // multi-turn jobs only
+  AgeCounts staleness;                    // samples per policy age
+  int64_t max_staleness = 0;
+  nlohmann::json rewards;  // per reward component (JobRewards::SummaryJson), last run
+  double wall_s = 0;       // last run
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed, accuracy_before,
+                                                accuracy_after, eval_before, eval_after, rl_steps,
+                                                rl_steps_this_run, parity_tokens_compared,
+                                                parity_tokens_mismatched, parity_max_abs_diff,
+                                                samples_trained, reward_items_sent,
+                                                reward_items_scored, reward_items_failed,
+                                                model_tokens_trained, environment_tokens_trained,
+                                                episodes, staleness, max_staleness, rewards, wall_s)
+
+// The job totals of `totals` (folded over every step of the job) copied into `summary`.
+void SetTotals(const RlTotals& totals, JobSummary& summary);
+
+// summary.json's text: pretty-printed, unset members left out, newline-terminated.
+std::string SummaryText(const JobSummary& summary);
+
+// The short table `lockstep run` prints at the end (`run_dir` names the run).
+void PrintSummaryTable(const JobSummary& summary, const std::string& run_dir, FILE* out);
+
+}  // namespace lockstep::orchestrator
+
+#endif  // LOCKSTEP_ORCHESTRATOR_JOB_SUMMARY_H_
