@@ -9,6 +9,20 @@ cd "$root"
 start=$(date +%s)
 scripts/setup.sh
 scripts/fetch_tokenizers.sh
+# Test-only tools (the quick start does not need them): headless Chromium renders the HTML
+# report in orchestrator_run_dir_test's ReportTest.RendersInHeadlessChromium, which fails, never
+# skips, without it.
+test_packages=(chromium)
+missing=()
+for p in "${test_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "[test] installing ${missing[*]}"
+  sudo_cmd=""
+  [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get install -y --no-install-recommends "${missing[@]}"
+fi
 exclude=()
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "[test] no GPU found: skipping tests labelled gpu"
