@@ -157,10 +157,28 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
   // Interrupted after 2 steps, then resumed to 4.
   Outcome first = RunLockstep(Run("split", {"--set", "job.steps=2"}), root_ / "split1.log");
   ASSERT_EQ(first.exit_code, 0) << first.output;
+  // As after a kill -9 past the checkpoint: steps 3 and 4 recorded, not checkpointed. The
+  // resume runs them again and must drop these records first.
+  std::ofstream(root_ / "split" / "metrics.jsonl", std::ios::app)
+      << "{\"step\":3,\"reward_items_sent\":1000}\n{\"step\":4,\"reward_items_sent\":1000}\n";
   Outcome resumed = RunLockstep(
       {"run", "--resume", (root_ / "split").string(), "--set", "job.steps=4"},
       root_ / "split2.log");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  std::ifstream split_metrics(root_ / "split" / "metrics.jsonl");
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(split_metrics, line);) {
+    steps.push_back(nlohmann::json::parse(line)["step"].get<int64_t>());
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4}));
+  // The summary covers the whole job, both runs.
+  nlohmann::json split = nlohmann::json::parse(ReadFile(root_ / "split" / "summary.json"));
+  EXPECT_EQ(split["runs"], 2);
+  EXPECT_EQ(split["rl_steps"], 4);
+  EXPECT_EQ(split["rl_steps_this_run"], 2);
+  EXPECT_EQ(split["reward_items_sent"], summary["reward_items_sent"]);
+  EXPECT_EQ(split["parity_tokens_compared"], summary["parity_tokens_compared"]);
+  EXPECT_EQ(summary["runs"], 1);
   const fs::path a = LatestWeights(root_ / "full" / "checkpoints");
   const fs::path b = LatestWeights(root_ / "split" / "checkpoints");
   ASSERT_FALSE(a.empty());
