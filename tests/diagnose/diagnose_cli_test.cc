@@ -94,9 +94,9 @@ TEST_F(DiagnoseCliTest, BadInputExitsTwoNamesTheProblemAndWritesNothing) {
   // A model whose vocabulary is smaller than its tokenizer's.
   const fs::path small = *root_ / "small_vocab";
   fs::create_directories(small);
-  fs::copy(*root_ / "model", small, fs::copy_options::overwrite_existing);
+  fs::copy(*root_ / "model", small, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
   nlohmann::json config = nlohmann::json::parse(ReadFile(small / "config.json"));
-  config["vocab_size"] = 100;
+  config["vocab_size"] = 258;  // holds bos/eos 256, not the tokenizer's 261 ids
   std::ofstream(small / "config.json") << config.dump();
   const fs::path prompts = *root_ / "prompts.jsonl";
   std::ofstream(prompts) << R"({"prompt": "1+2=", "completion": "3"})" << "\n";
