@@ -44,8 +44,7 @@ RowFlags CompareSlot(const OpCapture::Slot& a, const OpCapture::Slot& b) {
 }
 
 std::string InputName(const OpInput& input) {
-  std::string name = input.layer < 0 ? std::string(OpName(input.op))
-                                     : absl::StrCat("layer ", input.layer, " ", OpName(input.op));
+  std::string name = OpSiteName(input.layer, input.op);
   if (input.all_earlier_positions) absl::StrAppend(&name, " (positions 0..t)");
   return name;
 }

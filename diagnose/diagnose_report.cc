@@ -13,11 +13,11 @@ nlohmann::json Number(double value) {
   return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
 }
 
-std::string Where(int64_t layer, Op op) {
+}  // namespace
+
+std::string OpSiteName(int64_t layer, Op op) {
   return layer < 0 ? std::string(OpName(op)) : absl::StrCat("layer ", layer, " ", OpName(op));
 }
-
-}  // namespace
 
 nlohmann::json ReportToJson(const DiagnoseReport& report) {
   nlohmann::json out;
@@ -113,7 +113,7 @@ std::string ReportToText(const DiagnoseReport& report) {
   if (report.first_divergence) {
     const Divergence& d = *report.first_divergence;
     absl::StrAppendFormat(&text, "first divergence: sequence %d, position %d, %s (|d| %.3g)\n",
-                          d.sequence, d.position, Where(d.layer, d.op), d.max_abs_diff);
+                          d.sequence, d.position, OpSiteName(d.layer, d.op), d.max_abs_diff);
     if (d.inputs_identical) {
       absl::StrAppend(&text, "  its inputs were bit-identical on both paths:");
       for (const std::string& input : d.inputs) absl::StrAppend(&text, " [", input, "]");
@@ -140,7 +140,7 @@ std::string ReportToText(const DiagnoseReport& report) {
           absl::StrAppend(&text, "  ... (the whole table is in --json / --html)\n");
           break;
         }
-        absl::StrAppendFormat(&text, "  %-28s %5d/%-6d %14.3g\n", Where(op.layer, op.op),
+        absl::StrAppendFormat(&text, "  %-28s %5d/%-6d %14.3g\n", OpSiteName(op.layer, op.op),
                               op.rows_differing, op.rows_compared, op.max_abs_diff);
       }
     }

@@ -87,6 +87,9 @@ struct DiagnoseReport {
   int64_t capture_bytes_peak = 0;
 };
 
+// "layer 3 q_proj", or the op's name alone for layer -1: how every report names an op site.
+std::string OpSiteName(int64_t layer, Op op);
+
 nlohmann::json ReportToJson(const DiagnoseReport& report);
 // The console form: a summary, the first divergence, and the ops that differ.
 std::string ReportToText(const DiagnoseReport& report);

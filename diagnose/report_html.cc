@@ -146,8 +146,7 @@ std::string ReportToHtml(const DiagnoseReport& report) {
     absl::StrAppend(&html, "<h2>First divergence</h2>");
     if (report.first_divergence) {
       const Divergence& d = *report.first_divergence;
-      std::string where = d.layer < 0 ? std::string(OpName(d.op))
-                                      : absl::StrCat("layer ", d.layer, " ", OpName(d.op));
+      const std::string where = OpSiteName(d.layer, d.op);
       absl::StrAppendFormat(&html,
                             "<div class=box><b>%s</b> at sequence %d, position %d (max |&Delta;| "
                             "%.3g).<br>",
