@@ -122,18 +122,26 @@ TEST(SandboxExecTest, ConcurrentRunsAreIndependent) {
   constexpr int kThreads = 6;
   std::vector<std::thread> threads;
   std::vector<std::string> outputs(kThreads);
+  std::vector<std::string> failures(kThreads);
   for (int i = 0; i < kThreads; ++i) {
-    threads.emplace_back([i, &outputs] {
+    threads.emplace_back([i, &outputs, &failures] {
       ExecRequest request = Python("import os\nprint(input(), sorted(os.listdir('.')))\n");
       request.stdin_data = absl::StrCat("run", i);
       request.files = {{absl::StrCat("only", i), "", false}};
       absl::StatusOr<ExecResult> result = TheSandbox().Run(request);
-      if (result.ok()) outputs[i] = result->stdout_data;
+      if (!result.ok()) {
+        failures[i] = result.status().ToString();
+        return;
+      }
+      outputs[i] = result->stdout_data;
+      failures[i] = absl::StrCat("verdict ", VerdictName(result->verdict), ", error '",
+                                 result->error, "', stderr '", result->stderr_data, "'");
     });
   }
   for (std::thread& thread : threads) thread.join();
   for (int i = 0; i < kThreads; ++i) {
-    EXPECT_EQ(outputs[i], absl::StrCat("run", i, " ['main.py', 'only", i, "']\n"));
+    EXPECT_EQ(outputs[i], absl::StrCat("run", i, " ['main.py', 'only", i, "']\n"))
+        << failures[i];
   }
 }
 

@@ -20,21 +20,26 @@
 namespace lockstep::sandbox::testing {
 
 // The sandbox with cgroups as the machine allows (`use_cgroups`) or turned off. Created once per
-// process; the test fails (not skips) if the kernel refuses the sandbox.
-inline Sandbox& SharedSandbox(bool use_cgroups) {
-  static std::unique_ptr<Sandbox> with_cgroups, without_cgroups;
-  std::unique_ptr<Sandbox>& slot = use_cgroups ? with_cgroups : without_cgroups;
-  if (slot == nullptr) {
-    SandboxOptions options;
-    options.use_cgroups = use_cgroups;
-    absl::StatusOr<std::unique_ptr<Sandbox>> created = Sandbox::Create(options);
-    if (!created.ok()) {
-      ADD_FAILURE() << created.status();
-      std::abort();
-    }
-    slot = *std::move(created);
+// process, thread-safely (tests call it from several threads at once); the test fails (not
+// skips) if the kernel refuses the sandbox.
+inline std::unique_ptr<Sandbox> CreateSandboxOrAbort(bool use_cgroups) {
+  SandboxOptions options;
+  options.use_cgroups = use_cgroups;
+  absl::StatusOr<std::unique_ptr<Sandbox>> created = Sandbox::Create(options);
+  if (!created.ok()) {
+    ADD_FAILURE() << created.status();
+    std::abort();
   }
-  return *slot;
+  return *std::move(created);
+}
+
+inline Sandbox& SharedSandbox(bool use_cgroups) {
+  if (use_cgroups) {
+    static Sandbox* const with_cgroups = CreateSandboxOrAbort(true).release();
+    return *with_cgroups;
+  }
+  static Sandbox* const without_cgroups = CreateSandboxOrAbort(false).release();
+  return *without_cgroups;
 }
 
 inline ExecRequest Python(const std::string& source, ExecLimits limits = {}) {
