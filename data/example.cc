@@ -1,6 +1,7 @@
 #include "data/example.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace lockstep {
 namespace {
@@ -27,37 +28,73 @@ absl::StatusOr<ChatMessage> ParseMessage(const nlohmann::json& object, size_t in
   return message;
 }
 
+// The member at `field`: the key itself, else the dotted path through nested objects.
+const nlohmann::json* FindField(const nlohmann::json& object, const std::string& field) {
+  if (field.empty()) return nullptr;
+  if (auto it = object.find(field); it != object.end()) return it->is_null() ? nullptr : &*it;
+  const nlohmann::json* at = &object;
+  for (absl::string_view part : absl::StrSplit(field, '.')) {
+    if (!at->is_object()) return nullptr;
+    auto it = at->find(std::string(part));
+    if (it == at->end()) return nullptr;
+    at = &*it;
+  }
+  return at->is_null() ? nullptr : at;
+}
+
 }  // namespace
 
-absl::StatusOr<Example> ParseExample(const nlohmann::json& object) {
+absl::StatusOr<Example> ParseExample(const nlohmann::json& object, const DatasetFields& fields) {
   if (!object.is_object()) return absl::InvalidArgumentError("line is not a JSON object");
   Example example;
-  for (const auto& [key, value] : object.items()) {
-    if (key == "prompt") {
-      if (!value.is_string()) return absl::InvalidArgumentError("'prompt' is not a string");
-      example.prompt = value.get<std::string>();
-    } else if (key == "messages") {
-      if (!value.is_array() || value.empty()) {
-        return absl::InvalidArgumentError("'messages' is not a non-empty list");
-      }
-      for (size_t i = 0; i < value.size(); ++i) {
-        absl::StatusOr<ChatMessage> message = ParseMessage(value[i], i);
-        if (!message.ok()) return message.status();
-        example.messages.push_back(*std::move(message));
-      }
-    } else if (key == "answer") {
-      if (!value.is_string()) return absl::InvalidArgumentError("'answer' is not a string");
-      example.answer = value.get<std::string>();
-    } else if (key == "metadata") {
-      example.metadata = value;
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown key '", key, "' (extra fields go under 'metadata')"));
-    }
-  }
-  if (example.prompt.has_value() == !example.messages.empty()) {
+  const nlohmann::json* prompt = FindField(object, fields.prompt_field);
+  const bool default_prompt = fields.prompt_field == DatasetFields().prompt_field;
+  const nlohmann::json* messages =
+      default_prompt && object.contains("messages") ? &object.at("messages") : nullptr;
+  if (prompt != nullptr && messages != nullptr) {
     return absl::InvalidArgumentError("needs exactly one of 'prompt' and 'messages'");
   }
+  if (prompt == nullptr && messages == nullptr) {
+    return absl::InvalidArgumentError(
+        default_prompt ? std::string("needs exactly one of 'prompt' and 'messages'")
+                       : absl::StrCat("missing field '", fields.prompt_field,
+                                      "' (data.prompt_field)"));
+  }
+  const std::string prompt_name = prompt != nullptr ? fields.prompt_field : "messages";
+  const nlohmann::json& value = prompt != nullptr ? *prompt : *messages;
+  if (value.is_string()) {
+    example.prompt = value.get<std::string>();
+  } else if (value.is_array() && !value.empty()) {
+    for (size_t i = 0; i < value.size(); ++i) {
+      absl::StatusOr<ChatMessage> message = ParseMessage(value[i], i);
+      if (!message.ok()) return message.status();
+      example.messages.push_back(*std::move(message));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", prompt_name, "' is neither a string nor a non-empty list of messages"));
+  }
+  const bool default_answer = fields.answer_field == DatasetFields().answer_field;
+  if (const nlohmann::json* answer = FindField(object, fields.answer_field); answer != nullptr) {
+    if (!answer->is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat("'", fields.answer_field, "' is not a string"));
+    }
+    example.answer = answer->get<std::string>();
+  } else if (!default_answer) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("missing field '", fields.answer_field, "' (data.answer_field)"));
+  }
+  // Everything else travels to the rewards as metadata.
+  nlohmann::json metadata = object.contains("metadata") ? object.at("metadata") : nlohmann::json();
+  for (const auto& [key, member] : object.items()) {
+    if (key == "metadata" || key == prompt_name || key == fields.answer_field) continue;
+    if (!metadata.is_null() && !metadata.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'metadata' is not an object, so the extra field '", key, "' has nowhere to go"));
+    }
+    if (!metadata.contains(key)) metadata[key] = member;
+  }
+  example.metadata = std::move(metadata);
   return example;
 }
 

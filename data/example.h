@@ -15,6 +15,16 @@
 
 namespace lockstep {
 
+// Where a row keeps its prompt and reference answer. A field is a top-level key or a dotted path
+// into nested objects ("reward_model.ground_truth"); a key that itself contains the dot wins.
+struct DatasetFields {
+  // A string (a plain prompt) or a non-empty list of {"role", "content"} messages. With the
+  // default name a row may give `messages` instead.
+  std::string prompt_field = "prompt";
+  // A string. Optional under the default name "answer"; any other name must be in every row.
+  std::string answer_field = "answer";
+};
+
 struct Example {
   // Exactly one of `prompt` and `messages` is set.
   std::optional<std::string> prompt;
@@ -24,9 +34,11 @@ struct Example {
   int64_t line_number = 0;  // 1-based line in the source file, for messages to the user.
 };
 
-// Parses one JSON object (a dataset line). Errors say what is wrong, without file or line (the
-// caller adds them).
-absl::StatusOr<Example> ParseExample(const nlohmann::json& object);
+// Parses one JSON object (a dataset line). Top-level keys other than the prompt, the answer and
+// `metadata` are passed through as members of `metadata` (which must then be an object; its
+// own members win). Errors say what is wrong, without file or line (the caller adds them).
+absl::StatusOr<Example> ParseExample(const nlohmann::json& object,
+                                     const DatasetFields& fields = {});
 
 // The text the model is prompted with. A `prompt` string is sent as one user message for chat
 // families and as-is for the plain family; `messages` are rendered by the chat template.

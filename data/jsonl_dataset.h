@@ -1,5 +1,6 @@
-// A prompt dataset loaded from a JSON Lines file, fully validated before use: the first bad
-// line fails the load with "<file>:<line>: <what is wrong>", so a job never starts on bad data.
+// A prompt dataset loaded from a JSON Lines file, fully validated before use: bad lines fail
+// the load with "<file>:<line>: <what is wrong>", so a job never starts on bad data.
+// Field names may be remapped (DatasetFields), nested ones included, for layouts such as verl's.
 #ifndef LOCKSTEP_DATA_JSONL_DATASET_H_
 #define LOCKSTEP_DATA_JSONL_DATASET_H_
 
@@ -29,8 +30,12 @@ class Dataset {
   std::string source_;
 };
 
-// Loads `path`. Blank lines are skipped; an empty dataset is an error.
-absl::StatusOr<Dataset> LoadJsonlDataset(const std::filesystem::path& path);
+// Loads `path`, reading each row's prompt and answer where `fields` says. Blank lines are
+// skipped. InvalidArgument "<file>:<line>: ..." for each line (the first 10 named, the rest
+// counted) that is not valid UTF-8 (with the byte's column), not a JSON object, or lacks a
+// mapped field; an empty dataset is an error.
+absl::StatusOr<Dataset> LoadJsonlDataset(const std::filesystem::path& path,
+                                         const DatasetFields& fields = {});
 
 }  // namespace lockstep
 
