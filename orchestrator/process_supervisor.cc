@@ -1,77 +1,23 @@
 #include "orchestrator/process_supervisor.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstring>
 #include <deque>
 #include <fstream>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/child_process.h"
 #include "orchestrator/service_health.h"
-
-extern char** environ;
 
 namespace lockstep::orchestrator {
 namespace {
 
 constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
-
-// The environment of a child: ours, with `additions` added or replacing same-named entries.
-std::vector<std::string> ChildEnvironment(
-    const std::vector<std::pair<std::string, std::string>>& additions) {
-  std::vector<std::string> entries;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    std::string text(*entry);
-    std::string name = text.substr(0, text.find('='));
-    bool replaced = false;
-    for (const auto& [key, value] : additions) replaced = replaced || key == name;
-    if (!replaced) entries.push_back(std::move(text));
-  }
-  for (const auto& [key, value] : additions) entries.push_back(absl::StrCat(key, "=", value));
-  return entries;
-}
-
-std::vector<char*> Pointers(std::vector<std::string>& strings) {
-  std::vector<char*> pointers;
-  for (std::string& text : strings) pointers.push_back(text.data());
-  pointers.push_back(nullptr);
-  return pointers;
-}
-
-// Runs in the child between fork and exec: only async-signal-safe calls.
-[[noreturn]] void ExecChild(pid_t parent, int log_fd, int null_fd, int error_pipe, char** argv,
-                            char** envp) {
-  setpgid(0, 0);
-  // Die with the orchestrator. If it already died between fork and prctl, the signal will
-  // never come: check the parent is still the one that forked us.
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
-  if (getppid() != parent) _exit(126);
-
-  dup2(null_fd, STDIN_FILENO);
-  dup2(log_fd, STDOUT_FILENO);
-  dup2(log_fd, STDERR_FILENO);
-  // A clean signal state: the orchestrator may block or ignore signals its children need.
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGPIPE, SIG_DFL);
-
-  execvpe(argv[0], argv, envp);
-  int error = errno;
-  ssize_t ignored = write(error_pipe, &error, sizeof(error));
-  (void)ignored;
-  _exit(127);
-}
 
 // "HOST:PORT" from the last "serving on HOST:PORT" line in `text`, or "".
 std::string ServingAddress(const std::string& text) {
@@ -91,6 +37,12 @@ std::string ReadFrom(const std::string& path, off_t offset) {
   return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
 }
 
+std::string HowItEnded(int wait_status) {
+  if (wait_status == -1) return "exited (status unknown)";
+  if (WIFSIGNALED(wait_status)) return absl::StrCat("was ", DescribeWaitStatus(wait_status));
+  return DescribeWaitStatus(wait_status);
+}
+
 }  // namespace
 
 std::string LogTail(const std::string& path, int max_lines) {
@@ -104,7 +56,67 @@ std::string LogTail(const std::string& path, int max_lines) {
   return absl::StrJoin(lines, "\n");
 }
 
-ProcessSupervisor::~ProcessSupervisor() { StopAll(); }
+ProcessSupervisor::~ProcessSupervisor() {
+  StopAll();
+  std::vector<std::thread> watchers;
+  {
+    absl::MutexLock lock(&mu_);
+    watchers.swap(watchers_);
+  }
+  for (std::thread& watcher : watchers) watcher.join();
+}
+
+void ProcessSupervisor::SetExitObserver(std::function<void(const ChildExit&)> observer) {
+  absl::MutexLock lock(&mu_);
+  observer_ = std::move(observer);
+}
+
+absl::Status ProcessSupervisor::Spawn(Child& child) {
+  struct stat log_stat;
+  const off_t log_offset =
+      stat(child.spec.log_path.c_str(), &log_stat) == 0 ? log_stat.st_size : 0;
+  ChildProcessOptions options;
+  options.argv = child.spec.argv;
+  options.env = child.spec.env;
+  options.output_path = child.spec.log_path;
+  options.own_process_group = true;
+  options.die_with_parent = true;
+  absl::StatusOr<pid_t> pid = StartChildProcess(options);
+  if (!pid.ok()) {
+    return absl::Status(pid.status().code(), absl::StrCat("cannot start ", child.spec.name, ": ",
+                                                          pid.status().message()));
+  }
+  child.pid = *pid;
+  child.log_offset = log_offset;
+  child.exited = false;
+  child.wait_status = 0;
+  watchers_.emplace_back(&ProcessSupervisor::Watch, this, child.spec.name, *pid);
+  return absl::OkStatus();
+}
+
+void ProcessSupervisor::Watch(std::string name, pid_t pid) {
+  int status = 0;
+  pid_t result;
+  do {
+    result = waitpid(pid, &status, 0);
+  } while (result < 0 && errno == EINTR);
+  if (result < 0) status = -1;  // reaped elsewhere; the status is unknown
+  std::function<void(const ChildExit&)> observer;
+  ChildExit exit;
+  {
+    absl::MutexLock lock(&mu_);
+    Child* child = Find(name);
+    if (child == nullptr || child->pid != pid) return;
+    child->exited = true;
+    child->wait_status = status;
+    child->exit_time = absl::Now();
+    if (stopping_) return;
+    exit = ExitOf(*child);
+    exits_.push_back(exit);
+    observer = observer_;
+  }
+  if (observer) observer(exit);
+}
 
 absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildSpec& spec) {
   if (spec.name.empty()) return absl::InvalidArgumentError("child process: empty name");
@@ -118,64 +130,24 @@ absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildSpec& spec) {
   if (Find(spec.name) != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("child ", spec.name, " already started"));
   }
-
-  int log_fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    return absl::InternalError(absl::StrCat("cannot open log file ", spec.log_path, " for ",
-                                            spec.name, ": ", std::strerror(errno)));
-  }
-  struct stat log_stat;
-  off_t log_offset = fstat(log_fd, &log_stat) == 0 ? log_stat.st_size : 0;
-  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int error_pipe[2];
-  if (null_fd < 0 || pipe2(error_pipe, O_CLOEXEC) != 0) {
-    int error = errno;
-    close(log_fd);
-    if (null_fd >= 0) close(null_fd);
-    return absl::InternalError(
-        absl::StrCat("cannot start ", spec.name, ": ", std::strerror(error)));
-  }
-
-  // Everything the child needs is built before fork: it may not allocate afterwards.
-  std::vector<std::string> argv_strings = spec.argv;
-  std::vector<char*> argv = Pointers(argv_strings);
-  std::vector<std::string> env_strings = ChildEnvironment(spec.env);
-  std::vector<char*> envp = Pointers(env_strings);
-  const pid_t parent = getpid();
-
-  pid_t pid = fork();
-  if (pid == 0) ExecChild(parent, log_fd, null_fd, error_pipe[1], argv.data(), envp.data());
-  int fork_error = errno;
-  close(log_fd);
-  close(null_fd);
-  close(error_pipe[1]);
-  if (pid < 0) {
-    close(error_pipe[0]);
-    return absl::InternalError(
-        absl::StrCat("cannot start ", spec.name, ": fork: ", std::strerror(fork_error)));
-  }
-  setpgid(pid, pid);  // also done in the child; whichever runs first wins the race
-
-  // The pipe closes on a successful exec (CLOEXEC) or carries exec's errno.
-  int exec_error = 0;
-  ssize_t n;
-  do {
-    n = read(error_pipe[0], &exec_error, sizeof(exec_error));
-  } while (n < 0 && errno == EINTR);
-  close(error_pipe[0]);
-  if (n == static_cast<ssize_t>(sizeof(exec_error))) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot start ", spec.name, ": exec ", spec.argv[0], ": ", std::strerror(exec_error)));
-  }
-
-  Child child;
-  child.spec = spec;
-  child.pid = pid;
-  child.log_offset = log_offset;
+  auto child = std::make_unique<Child>();
+  child->spec = spec;
+  if (absl::Status s = Spawn(*child); !s.ok()) return s;
+  const pid_t pid = child->pid;
   children_.push_back(std::move(child));
   return pid;
+}
+
+absl::StatusOr<pid_t> ProcessSupervisor::Restart(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  Child* child = Find(name);
+  if (child == nullptr) return absl::NotFoundError(absl::StrCat("no child named ", name));
+  if (!child->exited) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot restart ", name, ": it still runs (pid ", child->pid, ")"));
+  }
+  if (absl::Status s = Spawn(*child); !s.ok()) return s;
+  return child->pid;
 }
 
 absl::StatusOr<std::string> ProcessSupervisor::WaitUntilServing(const std::string& name,
@@ -193,7 +165,6 @@ absl::StatusOr<std::string> ProcessSupervisor::WaitUntilServing(const std::strin
   auto exited_error = [&]() -> absl::Status {
     absl::MutexLock lock(&mu_);
     Child* child = Find(name);
-    PollExit(*child);
     if (!child->exited) return absl::OkStatus();
     return absl::UnavailableError(
         absl::StrCat("service ", name, " stopped before serving: it ", DescribeExit(*child)));
@@ -230,53 +201,61 @@ absl::StatusOr<std::string> ProcessSupervisor::WaitUntilServing(const std::strin
 
 absl::Status ProcessSupervisor::CheckAlive() {
   absl::MutexLock lock(&mu_);
-  for (Child& child : children_) {
-    PollExit(child);
-    if (child.exited) {
+  for (const auto& child : children_) {
+    if (child->exited) {
       return absl::UnavailableError(
-          absl::StrCat("service ", child.spec.name, " ", DescribeExit(child)));
+          absl::StrCat("service ", child->spec.name, " ", DescribeExit(*child)));
     }
   }
   return absl::OkStatus();
 }
 
+std::vector<ChildExit> ProcessSupervisor::TakeExits() {
+  absl::MutexLock lock(&mu_);
+  std::vector<ChildExit> exits;
+  exits.swap(exits_);
+  return exits;
+}
+
+std::optional<ChildExit> ProcessSupervisor::WaitForExit(const std::string& name,
+                                                        absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  Child* child = Find(name);
+  if (child == nullptr) return std::nullopt;
+  mu_.AwaitWithTimeout(absl::Condition(&child->exited), timeout);
+  if (!child->exited) return std::nullopt;
+  return ExitOf(*child);
+}
+
 void ProcessSupervisor::StopAll(absl::Duration grace) {
   absl::MutexLock lock(&mu_);
+  stopping_ = true;
   // Children reaped before now are left alone: their group id may since have been reused.
   std::vector<Child*> running;
-  for (Child& child : children_) {
-    PollExit(child);
-    if (child.exited) continue;
-    running.push_back(&child);
+  for (const auto& child : children_) {
+    if (child->exited) continue;
+    running.push_back(child.get());
     // The whole group: a child that is a shell or launcher takes its own children along.
-    kill(-child.pid, SIGTERM);
+    kill(-child->pid, SIGTERM);
   }
-  const absl::Time deadline = absl::Now() + grace;
-  while (true) {
-    bool all_exited = true;
+  auto all_exited = [&running]() {
     for (Child* child : running) {
-      PollExit(*child);
-      all_exited = all_exited && child->exited;
+      if (!child->exited) return false;
     }
-    if (all_exited || absl::Now() > deadline) break;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+    return true;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&all_exited), grace);
   for (Child* child : running) {
     kill(-child->pid, SIGKILL);  // stragglers, and anything left in the group
-    if (!child->exited) {
-      int status = 0;
-      while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      child->exited = true;
-      child->wait_status = status;
-    }
   }
+  // The watchers reap them.
+  mu_.Await(absl::Condition(&all_exited));
 }
 
 pid_t ProcessSupervisor::pid(const std::string& name) const {
   absl::MutexLock lock(&mu_);
-  for (const Child& child : children_) {
-    if (child.spec.name == name) return child.pid;
+  for (const auto& child : children_) {
+    if (child->spec.name == name) return child->pid;
   }
   return -1;
 }
@@ -284,42 +263,23 @@ pid_t ProcessSupervisor::pid(const std::string& name) const {
 std::vector<std::string> ProcessSupervisor::names() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> names;
-  for (const Child& child : children_) names.push_back(child.spec.name);
+  for (const auto& child : children_) names.push_back(child->spec.name);
   return names;
 }
 
-void ProcessSupervisor::PollExit(Child& child) {
-  if (child.exited) return;
-  int status = 0;
-  pid_t result = waitpid(child.pid, &status, WNOHANG);
-  if (result == child.pid) {
-    child.exited = true;
-    child.wait_status = status;
-  } else if (result < 0 && errno == ECHILD) {
-    child.exited = true;  // reaped elsewhere; the status is unknown
-    child.wait_status = -1;
-  }
+ChildExit ProcessSupervisor::ExitOf(const Child& child) {
+  return ChildExit{child.spec.name, child.pid, child.wait_status, child.exit_time,
+                   HowItEnded(child.wait_status)};
 }
 
 std::string ProcessSupervisor::DescribeExit(const Child& child) {
-  std::string how;
-  if (child.wait_status == -1) {
-    how = "exited (status unknown)";
-  } else if (WIFEXITED(child.wait_status)) {
-    how = absl::StrCat("exited with status ", WEXITSTATUS(child.wait_status));
-  } else if (WIFSIGNALED(child.wait_status)) {
-    how = absl::StrCat("was killed by signal ", WTERMSIG(child.wait_status), " (",
-                       strsignal(WTERMSIG(child.wait_status)), ")");
-  } else {
-    how = "stopped";
-  }
-  return absl::StrCat(how, " (log: ", child.spec.log_path, "); last lines:\n",
-                      LogTail(child.spec.log_path));
+  return absl::StrCat(HowItEnded(child.wait_status), " (log: ", child.spec.log_path,
+                      "); last lines:\n", LogTail(child.spec.log_path));
 }
 
 ProcessSupervisor::Child* ProcessSupervisor::Find(const std::string& name) {
-  for (Child& child : children_) {
-    if (child.spec.name == name) return &child;
+  for (const auto& child : children_) {
+    if (child->spec.name == name) return child.get();
   }
   return nullptr;
 }

@@ -13,9 +13,12 @@
 
 #include <fstream>
 #include <sstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "orchestrator/service_health.h"
 #include "orchestrator/stop_signal.h"
 
@@ -119,6 +122,72 @@ TEST(ProcessSupervisorTest, DeadServiceIsNamedByCheckAlive) {
   }
   EXPECT_THAT(alive.message(), HasSubstr("service generator0 was killed by signal 9"));
   EXPECT_THAT(alive.message(), HasSubstr("generator0.log"));
+}
+
+TEST(ProcessSupervisorTest, DeadChildIsReapedAndReportedAtOnce) {
+  std::string dir = TempDir();
+  ProcessSupervisor supervisor;
+  absl::Mutex mu;
+  std::vector<ChildExit> observed;
+  supervisor.SetExitObserver([&](const ChildExit& exit) {
+    absl::MutexLock lock(&mu);
+    observed.push_back(exit);
+  });
+  absl::StatusOr<pid_t> pid = supervisor.Start(Helper("generator1", {"serve", "0"}, dir));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_TRUE(supervisor.WaitUntilServing("generator1", {.timeout = absl::Seconds(30)}).ok());
+  EXPECT_FALSE(supervisor.WaitForExit("generator1", absl::Milliseconds(50)).has_value());
+
+  const absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(*pid, SIGKILL), 0);
+  std::optional<ChildExit> exit = supervisor.WaitForExit("generator1", absl::Seconds(5));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_LT(exit->time - killed, absl::Seconds(1));
+  EXPECT_EQ(exit->name, "generator1");
+  EXPECT_EQ(exit->pid, *pid);
+  EXPECT_EQ(exit->how, "was killed by signal 9 (Killed)");
+  // Reaped: no zombie left in /proc.
+  EXPECT_FALSE(std::ifstream(absl::StrCat("/proc/", *pid, "/stat")).good());
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(observed.size(), 1u);
+    EXPECT_EQ(observed[0].name, "generator1");
+  }
+  std::vector<ChildExit> exits = supervisor.TakeExits();
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].how, "was killed by signal 9 (Killed)");
+  EXPECT_TRUE(supervisor.TakeExits().empty());  // each exit is reported once
+
+  // Started again under its name: a new process that serves again; its log is appended to.
+  absl::StatusOr<pid_t> again = supervisor.Restart("generator1");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(*again, *pid);
+  EXPECT_EQ(supervisor.pid("generator1"), *again);
+  EXPECT_EQ(supervisor.Restart("generator1").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<std::string> address =
+      supervisor.WaitUntilServing("generator1", {.timeout = absl::Seconds(30)});
+  ASSERT_TRUE(address.ok()) << address.status();
+  EXPECT_TRUE(supervisor.CheckAlive().ok());
+  EXPECT_EQ(supervisor.Restart("nobody").status().code(), absl::StatusCode::kNotFound);
+
+  // Exits of a stop are neither queued nor observed.
+  supervisor.StopAll(absl::Seconds(5));
+  EXPECT_TRUE(supervisor.TakeExits().empty());
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(observed.size(), 1u);
+}
+
+TEST(ProcessSupervisorTest, ExitCodeIsReportedWithTheName) {
+  std::string dir = TempDir();
+  ProcessSupervisor supervisor;
+  ASSERT_TRUE(supervisor.Start(Helper("reward0", {"exit", "7"}, dir)).ok());
+  std::optional<ChildExit> exit = supervisor.WaitForExit("reward0", absl::Seconds(10));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->how, "exited with status 7");
+  std::vector<ChildExit> exits = supervisor.TakeExits();
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].name, "reward0");
 }
 
 TEST(ProcessSupervisorTest, ServiceOnAnOccupiedPortFailsClearly) {
