@@ -41,7 +41,7 @@ const std::map<std::string, std::vector<std::string>>& KnownKeys() {
        {"name", "command", "address", "deadline_ms", "max_attempts", "max_concurrency", "weight"}},
       {"environment", {"command", "address", "max_turns", "deadline_ms"}},
       {"async", {"max_staleness"}},
-      {"parity", {"mode"}},
+      {"parity", {"mode", "max_records", "max_record_steps"}},
       {"checkpointing", {"every", "keep_last"}},
       {"logging", {"progress", "level"}},
       {"weight_sync", {"bucket_mb", "timeout_ms", "verify", "transport"}},
@@ -427,6 +427,8 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
   {
     SectionReader r = reader("parity");
     r.String("mode", &config->parity.mode);
+    r.Int("max_records", &config->parity.max_records);
+    r.Int("max_record_steps", &config->parity.max_record_steps);
     r.CheckUnknownKeys();
   }
   {

@@ -152,6 +152,10 @@ struct AsyncSection {
 // [parity]
 struct ParitySection {
   std::string mode = "strict";  // "strict" (stop on first mismatch) | "report" | "off"
+  // Rollouts with a mismatched token recorded per step under runs/<name>/mismatches/ for
+  // `lockstep diagnose` (0 = none), and how many steps record (each saves a weights copy).
+  int64_t max_records = 4;
+  int64_t max_record_steps = 3;
 };
 
 // [checkpointing]

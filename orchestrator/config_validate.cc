@@ -180,6 +180,8 @@ void CheckAlgorithm(const JobConfig& c, Problems& p) {
                        c.model.mode, "\" (", p.where()("model.mode"),
                        "); use parity.mode = \"report\""));
   }
+  p.AtLeast("parity.max_records", c.parity.max_records, 0);
+  p.AtLeast("parity.max_record_steps", c.parity.max_record_steps, 0);
   p.AtLeast("checkpointing.every", c.checkpointing.every, 0);
   p.AtLeast("checkpointing.keep_last", c.checkpointing.keep_last, 0);
   p.OneOf("logging.level", c.logging.level, {"debug", "info", "warning", "error"});

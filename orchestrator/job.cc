@@ -278,6 +278,16 @@ absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_t
       absl::Milliseconds(config_.weight_sync.timeout_ms) + absl::Seconds(10);
   loop_options.investigate_hint =
       absl::StrCat("lockstep diagnose --model ", model_dir_, " (run: ", run_dir_->path(), ")");
+  MismatchRecorderOptions& records = loop_options.mismatch_records;
+  records.run_dir = std::filesystem::absolute(run_dir_->path());
+  records.max_records = config_.parity.max_records;
+  records.max_steps = config_.parity.max_record_steps;
+  records.temperature = config_.generator.temperature;
+  records.top_k = config_.generator.top_k;
+  records.top_p = config_.generator.top_p;
+  records.generator_mode = records.trainer_mode = config_.model.mode;
+  records.generator_threads = static_cast<int>(config_.generator.threads);
+  records.trainer_threads = static_cast<int>(config_.trainer.threads);
   std::unique_ptr<EnvironmentRollouts> episodes;
   if (services_.rewards().environment() != nullptr) {
     EnvironmentRolloutOptions episode_options;

@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "diagnose/mismatch_record.h"
 #include "model/tokenizer/chat_template.h"
 #include "orchestrator/train_rollout.h"
 #include "orchestrator/valid_utf8.h"
@@ -77,7 +79,11 @@ RlLoop::RlLoop(RlLoopOptions options, RlServices services, const Dataset* datase
       admission_(options_.max_staleness, options_.prompts_per_step),
       queue_(std::make_shared<RolloutQueue>(static_cast<int64_t>(services_.generators.size()))),
       step_(start_step),
-      next_prompt_index_(start_step * options_.prompts_per_step) {}
+      next_prompt_index_(start_step * options_.prompts_per_step) {
+  if (options_.parity != "off" && options_.mismatch_records.max_records > 0) {
+    mismatch_recorder_ = std::make_unique<MismatchRecorder>(options_.mismatch_records);
+  }
+}
 
 RlLoop::~RlLoop() {
   // Generation calls still in flight (after an error or a stop) end within their deadline; their
@@ -125,6 +131,10 @@ absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
   StepRecord record;
   absl::StatusOr<v1::TrainStepRequest> request = BuildTrainBatch(*batch, trainer_version_, &record);
   if (!request.ok()) return request.status();
+  if (mismatch_recorder_ != nullptr) {
+    // The trainer saves the weights it scores with there, only if a token mismatches.
+    request->set_mismatch_weights_dir(mismatch_recorder_->WeightsDirFor(trainer_version_));
+  }
 
   const absl::Time train_start = absl::Now();
   absl::StatusOr<v1::TrainStepResponse> response =
@@ -132,6 +142,12 @@ absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
   if (!response.ok()) return response.status();
   const v1::StepMetrics& metrics = response->metrics();
   const absl::Duration train_time = absl::Now() - train_start;
+  if (mismatch_recorder_ != nullptr && !request->mismatch_weights_dir().empty()) {
+    // Before the strict check, which stops the job: the stop names these records.
+    absl::Status s =
+        mismatch_recorder_->Record(step_ + 1, trainer_version_, *request, metrics.parity());
+    if (!s.ok()) return s;
+  }
   if (absl::Status s = CheckParity(*request, metrics); !s.ok()) return s;
 
   const absl::Time sync_start = absl::Now();
@@ -428,10 +444,19 @@ absl::Status RlLoop::CheckParity(const v1::TrainStepRequest& request,
   return absl::DataLossError(absl::StrCat(
       "parity = \"strict\": trainer and generator log-probs differ at step ", step_ + 1,
       ": rollout ", r, sequence, ", completion position ", parity.mismatch_position(), ": trainer ",
-      parity.mismatch_trainer_logprob(), " vs generator ", parity.mismatch_generator_logprob(),
+      absl::StrFormat("%.9g", parity.mismatch_trainer_logprob()), " vs generator ",
+      absl::StrFormat("%.9g", parity.mismatch_generator_logprob()),
       " (", parity.tokens_mismatched(), " of ", parity.tokens_compared(),
-      " tokens differ). Investigate with: ",
-      options_.investigate_hint.empty() ? "lockstep diagnose" : options_.investigate_hint));
+      " tokens differ). Investigate with: ", InvestigateHint()));
+}
+
+std::string RlLoop::InvestigateHint() const {
+  if (mismatch_recorder_ != nullptr && mismatch_recorder_->steps_recorded() > 0) {
+    return absl::StrCat("lockstep diagnose ", options_.mismatch_records.run_dir.string(),
+                        " (replays the recorded rollouts under ",
+                        diagnose::MismatchDir(options_.mismatch_records.run_dir).string(), ")");
+  }
+  return options_.investigate_hint.empty() ? "lockstep diagnose" : options_.investigate_hint;
 }
 
 std::string RlLoop::DataCursor() const {

@@ -31,6 +31,7 @@
 #include "model/tokenizer/tokenizer.h"
 #include "orchestrator/environment_rollouts.h"
 #include "orchestrator/generator_client.h"
+#include "orchestrator/mismatch_recorder.h"
 #include "orchestrator/rollout_queue.h"
 #include "orchestrator/staleness.h"
 #include "orchestrator/step_record.h"
@@ -54,6 +55,9 @@ struct RlLoopOptions {
   absl::Duration train_timeout = absl::Minutes(10);
   absl::Duration sync_timeout = absl::Minutes(2);
   std::string investigate_hint;  // appended to a strict parity failure (a command to run)
+  // Where rollouts whose log-probs mismatch are recorded for `lockstep diagnose` (with the
+  // weights they were scored with); none when max_records is 0 or parity is "off".
+  MismatchRecorderOptions mismatch_records;
 };
 
 // What the loop talks to. Not owned; all must outlive the loop.
@@ -112,6 +116,8 @@ class RlLoop {
       const std::vector<std::shared_ptr<PromptInFlight>>& batch, int64_t trainer_version,
       StepRecord* record);
   absl::Status CheckParity(const v1::TrainStepRequest& request, const v1::StepMetrics& metrics);
+  // The command a strict parity stop suggests: `lockstep diagnose <run dir>` once records exist.
+  std::string InvestigateHint() const;
 
   RlLoopOptions options_;
   RlServices services_;
@@ -126,6 +132,7 @@ class RlLoop {
   RlTotals totals_;
   EnvironmentTotals episodes_before_;  // the environment's totals at the end of the last step
   int64_t next_generator_ = 0;         // round robin
+  std::unique_ptr<MismatchRecorder> mismatch_recorder_;  // null: nothing recorded
 };
 
 }  // namespace lockstep::orchestrator
