@@ -21,6 +21,7 @@ void AddDiagnoseCommand(CLI::App& app);
 void AddServeGeneratorCommand(CLI::App* serve);
 void AddServeTrainerCommand(CLI::App* serve);
 void AddServeRewardCommand(CLI::App* serve);
+void AddServeSandboxCommand(CLI::App* serve);
 
 }  // namespace lockstep::cli
 

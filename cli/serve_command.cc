@@ -1,5 +1,5 @@
-// `lockstep serve {generator|trainer|reward}`: each service has its own file; this only groups
-// them under one subcommand.
+// `lockstep serve {generator|trainer|reward|environment|sandbox}`: each service has its own
+// file; this only groups them under one subcommand.
 #include "cli/commands.h"
 
 namespace lockstep::cli {
@@ -10,6 +10,7 @@ void AddServeCommand(CLI::App& app) {
   AddServeGeneratorCommand(serve);
   AddServeTrainerCommand(serve);
   AddServeRewardCommand(serve);
+  AddServeSandboxCommand(serve);
 }
 
 }  // namespace lockstep::cli

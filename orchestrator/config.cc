@@ -36,7 +36,7 @@ const std::map<std::string, std::vector<std::string>>& KnownKeys() {
        {"advantage", "loss", "clip_eps_low", "clip_eps_high", "log_ratio_clamp", "aggregation",
         "constant_normalizer", "drop_zero_variance_groups", "kl_coef", "tis_cap",
         "samples_per_prompt", "prompts_per_step"}},
-      {"rewards", {"builtin", "options", "weight", "servers"}},
+      {"rewards", {"builtin", "options", "weight", "servers", "sandbox_address"}},
       {"rewards.servers",
        {"name", "command", "address", "deadline_ms", "max_attempts", "max_concurrency", "weight"}},
       {"environment", {"command", "address", "max_turns", "deadline_ms"}},
@@ -384,6 +384,7 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
     r.String("builtin", &config->rewards.builtin);
     r.Json("options", &config->rewards.options);
     r.Double("weight", &config->rewards.weight);
+    r.String("sandbox_address", &config->rewards.sandbox_address);
     if (const toml::node* servers = r.Node("servers")) {
       const toml::array* array = servers->as_array();
       if (array == nullptr || (!array->empty() && !array->is_array_of_tables())) {

@@ -132,6 +132,9 @@ struct RewardsSection {
   nlohmann::json options = nlohmann::json::object();  // the built-in's options
   double weight = 1.0;                                // the built-in's weight
   std::vector<RewardServerConfig> servers;
+  // A running `lockstep serve sandbox` ("host:port") that code_tests runs programs on, called
+  // with the job's token; "" = the in-process sandbox.
+  std::string sandbox_address;
 };
 
 // [environment]: optional multi-turn environment server (lockstep.v1.Environment); enabled

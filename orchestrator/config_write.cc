@@ -62,7 +62,9 @@ void InsertJson(toml::table* table, const std::string& key, const nlohmann::json
 }
 
 toml::table ToToml(const JobConfig& c) {
-  toml::table rewards{{"builtin", c.rewards.builtin}, {"weight", c.rewards.weight}};
+  toml::table rewards{{"builtin", c.rewards.builtin},
+                      {"weight", c.rewards.weight},
+                      {"sandbox_address", c.rewards.sandbox_address}};
   toml::table options;
   for (const auto& [key, item] : c.rewards.options.items()) InsertJson(&options, key, item);
   rewards.insert("options", std::move(options));

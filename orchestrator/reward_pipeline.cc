@@ -8,8 +8,24 @@
 #include "rewards/local_reward_scorer.h"
 #include "rewards/reward_client.h"
 #include "rewards/reward_registry.h"
+#include "sandbox/sandbox_client.h"
 
 namespace lockstep::orchestrator {
+namespace {
+
+// code_tests in a job reaches a sandbox service (its own sandbox_address option, else
+// [rewards] sandbox_address) with the job's token, like every other address of the job.
+rewards::BuiltinContext SandboxContext(const RewardsSection& rewards,
+                                       const std::string& auth_token) {
+  rewards::BuiltinContext context;
+  context.sandbox_address = rewards.sandbox_address;
+  context.connect_sandbox = [auth_token](const std::string& address) {
+    return sandbox::ConnectSandbox(address, auth_token);
+  };
+  return context;
+}
+
+}  // namespace
 
 // One ScoreAsync in flight: each component's outcomes, filled in as they arrive.
 struct WeightedRewardScorer::PendingItems {
@@ -156,7 +172,8 @@ absl::StatusOr<std::unique_ptr<WeightedRewardScorer>> MakeRewardPipeline(
   std::vector<RewardComponent> components;
   if (!rewards.builtin.empty()) {
     absl::StatusOr<std::unique_ptr<rewards::Reward>> reward =
-        rewards::RewardRegistry::WithBuiltins().Create(rewards.builtin, rewards.options);
+        rewards::RewardRegistry::WithBuiltins(SandboxContext(rewards, auth_token))
+            .Create(rewards.builtin, rewards.options);
     if (!reward.ok()) return reward.status();
     components.push_back({absl::StrCat("builtin:", rewards.builtin), rewards.weight,
                           std::make_unique<rewards::LocalRewardScorer>(*std::move(reward), 1)});

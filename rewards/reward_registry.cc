@@ -189,6 +189,7 @@ absl::StatusOr<std::unique_ptr<Reward>> CreateCodeTests(const nlohmann::json& js
   reader.Integer("max_processes", &options.limits.max_processes);
   reader.Integer("max_output_bytes", &options.limits.max_output_bytes);
   reader.String("sandbox_address", &sandbox_address);
+  if (sandbox_address.empty()) sandbox_address = context.sandbox_address;
   if (!sandbox_address.empty() && !context.connect_sandbox) {
     reader.BadValue("sandbox_address", "needs a binary that links the sandbox client (lockstep)");
   }
@@ -197,7 +198,11 @@ absl::StatusOr<std::unique_ptr<Reward>> CreateCodeTests(const nlohmann::json& js
   if (!sandbox_address.empty()) {
     absl::StatusOr<std::shared_ptr<sandbox::Executor>> remote =
         context.connect_sandbox(sandbox_address);
-    if (!remote.ok()) return remote.status();
+    if (!remote.ok()) {
+      return absl::Status(remote.status().code(),
+                          absl::StrCat("reward \"code_tests\": sandbox_address \"", sandbox_address,
+                                       "\": ", remote.status().message()));
+    }
     executor = *std::move(remote);
   } else {
     absl::StatusOr<sandbox::Sandbox*> local = sandbox::DefaultSandbox();

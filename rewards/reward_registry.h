@@ -17,8 +17,9 @@
 //                   false), tests_key (string, "tests"), max_tests (integer, 64),
 //                   wall_ms (4000), cpu_ms (4000), memory_mb (512), max_processes (16),
 //                   max_output_bytes (1 MiB) per test run, sandbox_address (string, "": the
-//                   in-process sandbox; else a `lockstep serve sandbox` reached through
-//                   BuiltinContext::connect_sandbox). See code_tests.h.
+//                   context's sandbox_address, else the in-process sandbox; else a `lockstep
+//                   serve sandbox` reached through BuiltinContext::connect_sandbox). See
+//                   code_tests.h.
 #ifndef LOCKSTEP_REWARDS_REWARD_REGISTRY_H_
 #define LOCKSTEP_REWARDS_REWARD_REGISTRY_H_
 
@@ -47,6 +48,9 @@ struct BuiltinContext {
   // binaries that link no gRPC client (then sandbox_address is an error naming the option).
   std::function<absl::StatusOr<std::shared_ptr<sandbox::Executor>>(const std::string& address)>
       connect_sandbox;
+  // The sandbox service code_tests uses when its own sandbox_address option is unset (a job's
+  // `[rewards] sandbox_address`); "" = the in-process sandbox. Needs connect_sandbox.
+  std::string sandbox_address;
 };
 
 // Not thread-safe to Register while another thread calls Create; Create alone is const and safe.
