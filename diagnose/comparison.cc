@@ -201,12 +201,17 @@ void Comparison::AddGroup(const std::vector<DiagnoseSequence>& sequences, int64_
     const torch::Tensor index =
         torch::nonzero(torch::logical_and(la->filled, lb->filled)).view({-1});
     if (index.numel() > 0) {
-      const torch::Tensor pa = la->values.index_select(0, index).to(torch::kFloat64);
-      const torch::Tensor pb = lb->values.index_select(0, index).to(torch::kFloat64);
+      // Each side's float32 log-probs, renormalised in float64 (their exp sums to 1 only up to
+      // float32 rounding, which would let the KL of near-equal rows come out below 0).
+      torch::Tensor pa = la->values.index_select(0, index).to(torch::kFloat64);
+      torch::Tensor pb = lb->values.index_select(0, index).to(torch::kFloat64);
+      pa = pa - torch::logsumexp(pa, {1}, /*keepdim=*/true);
+      pb = pb - torch::logsumexp(pb, {1}, /*keepdim=*/true);
       // KL(A || B) = sum_v p_A(v) (log p_A(v) - log p_B(v)); terms with p_A = 0 add nothing.
+      // What float64 rounding leaves below 0 is 0.
       torch::Tensor terms = pa.exp() * (pa - pb);
       terms = torch::where(torch::isneginf(pa), torch::zeros_like(terms), terms);
-      const torch::Tensor kl = terms.sum(1);
+      const torch::Tensor kl = terms.sum(1).clamp_min(0.0);
       kl_sum_ += kl.sum().item<double>();
       kl_max_ = std::max(kl_max_, kl.max().item<double>());
       const torch::Tensor xa = ha->values.index_select(0, index);
