@@ -10,9 +10,30 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rewards/reward_registry.h"
+#include "sandbox/executor.h"
 
 namespace lockstep::orchestrator {
 namespace {
+
+// Validation builds the built-in reward to check its options, but reaches no sandbox service
+// (it may not be up yet): code_tests with a sandbox address gets an executor never called, and
+// does not probe the in-process sandbox it will not use.
+class UncalledSandbox final : public sandbox::Executor {
+ public:
+  absl::StatusOr<sandbox::ExecResult> Execute(const sandbox::ExecRequest&) override {
+    return absl::FailedPreconditionError("config validation runs no program");
+  }
+};
+
+rewards::BuiltinContext ValidationContext(const RewardsSection& rewards) {
+  rewards::BuiltinContext context;
+  context.sandbox_address = rewards.sandbox_address;
+  context.connect_sandbox =
+      [](const std::string&) -> absl::StatusOr<std::shared_ptr<sandbox::Executor>> {
+    return std::make_shared<UncalledSandbox>();
+  };
+  return context;
+}
 
 // Collects "WHERE: [section] key: message" lines.
 class Problems {
@@ -199,7 +220,7 @@ void CheckRewards(const JobConfig& c, Problems& p) {
   }
   if (!r.builtin.empty()) {
     absl::StatusOr<std::unique_ptr<rewards::Reward>> reward =
-        rewards::CreateBuiltinReward(r.builtin, r.options);
+        rewards::CreateBuiltinReward(r.builtin, r.options, ValidationContext(r));
     if (!reward.ok()) p.Add("rewards.builtin", std::string(reward.status().message()));
   }
   if (!std::isfinite(r.weight)) p.Add("rewards.weight", "must be finite");

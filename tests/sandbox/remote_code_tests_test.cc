@@ -121,6 +121,22 @@ TEST(RemoteCodeTestsTest, JobConfigSandboxAddressRoutesCodeTestsToTheService) {
   EXPECT_EQ(served.service().num_executed(), 6);
 }
 
+TEST(RemoteCodeTestsTest, RewardOptionSandboxAddressPassesValidationAndRunsOnTheService) {
+  ServedSandbox served({.token = kToken});
+  // The reward's own option, validated without reaching the service, then used by the job.
+  const orchestrator::JobConfig config =
+      CodeJobConfig(absl::StrCat("options = { sandbox_address = \"", served.address(), "\" }\n"));
+  EXPECT_TRUE(config.rewards.sandbox_address.empty());
+  EXPECT_EQ(served.service().num_executed(), 0) << "validation ran a program";
+  rewards::ClientMetrics metrics;
+  std::vector<rewards::ItemOutcome> outcomes =
+      ScoreThroughPipeline(config, {Item(kRightProgram)}, &metrics);
+  ASSERT_EQ(outcomes.size(), 1u);
+  ASSERT_TRUE(outcomes[0].ok) << outcomes[0].error;
+  EXPECT_DOUBLE_EQ(outcomes[0].reward, 1.0);
+  EXPECT_EQ(served.service().num_executed(), 3);
+}
+
 TEST(RemoteCodeTestsTest, UnreachableSandboxFailsTheItemAndCountsIt) {
   const std::string dead = DeadAddress();
   const orchestrator::JobConfig config =
