@@ -19,19 +19,6 @@ void ExitOnError(const absl::Status& status) {
   std::exit(1);
 }
 
-absl::StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text) {
-  std::vector<int64_t> values;
-  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    int64_t value = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(piece), &value)) {
-      return absl::InvalidArgumentError(absl::StrCat("'", piece, "' is not an integer"));
-    }
-    values.push_back(value);
-  }
-  if (values.empty()) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is empty"));
-  return values;
-}
-
 void AddModelRunOptions(CLI::App* command, ModelRunFlags* flags) {
   command->add_option("--model", flags->model_dir, "Model directory (Hugging Face layout)")
       ->required()

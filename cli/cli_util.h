@@ -16,9 +16,6 @@ namespace lockstep::cli {
 // Prints "error: <status>" to stderr and exits with status 1 unless `status` is OK.
 void ExitOnError(const absl::Status& status);
 
-// Parses "1,2,3" into integers. Errors name the offending piece.
-absl::StatusOr<std::vector<int64_t>> ParseIntList(const std::string& text);
-
 // Flags of every subcommand that loads and runs a model.
 struct ModelRunFlags {
   std::string model_dir;

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/cli_util.h"
+#include "common/int_list.h"
 #include "cli/commands.h"
 #include "generator/engine.h"
 #include "model/checkpoint.h"

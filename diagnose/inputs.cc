@@ -6,22 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/int_list.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep::diagnose {
 namespace {
-
-absl::StatusOr<std::vector<int64_t>> ParseList(const std::string& text) {
-  std::vector<int64_t> values;
-  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    int64_t value = 0;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(piece), &value)) {
-      return absl::InvalidArgumentError(absl::StrCat("--tokens: '", piece, "' is not an integer"));
-    }
-    values.push_back(value);
-  }
-  return values;
-}
 
 // Token ids from `line[ids_key]`, or `line[text_key]` encoded.
 absl::StatusOr<std::vector<int64_t>> Tokens(const nlohmann::json& line, const char* ids_key,
@@ -57,8 +46,10 @@ absl::StatusOr<std::vector<DiagnoseSequence>> SequencesFromTokenLists(
     const std::vector<std::string>& lists, int64_t prompt_length) {
   std::vector<DiagnoseSequence> sequences;
   for (const std::string& list : lists) {
-    absl::StatusOr<std::vector<int64_t>> ids = ParseList(list);
-    if (!ids.ok()) return ids.status();
+    absl::StatusOr<std::vector<int64_t>> ids = ParseIntList(list);
+    if (!ids.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--tokens: ", ids.status().message()));
+    }
     DiagnoseSequence sequence;
     sequence.tokens = *std::move(ids);
     const int64_t n = static_cast<int64_t>(sequence.tokens.size());

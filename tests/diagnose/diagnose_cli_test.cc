@@ -109,6 +109,7 @@ TEST_F(DiagnoseCliTest, BadInputExitsTwoNamesTheProblemAndWritesNothing) {
   const std::vector<Case> cases = {
       {{"--model", Model(), "--tokens", "1,2,3", "--a", "colour=red"}, "unknown path setting 'colour'"},
       {{"--model", Model(), "--tokens", "1,2,900"}, "token id 900"},
+      {{"--model", Model(), "--tokens", "1,x,3"}, "--tokens: 'x' is not an integer"},
       {{"--model", small.string(), "--prompts", prompts.string()}, "do not belong together"},
       {{(*root_ / "run_empty").string()}, "no mismatch records"},
       {{(*root_ / "run_cut").string()}, "step-000003.jsonl:1"},
