@@ -3,6 +3,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <chrono>
 #include <thread>
 #include <utility>
 
@@ -148,29 +149,46 @@ grpc::ServerUnaryReactor* GeneratorService::GetStatus(grpc::CallbackServerContex
 
 GeneratorService::~GeneratorService() {
   std::unique_lock<std::mutex> lock(sync_mu_);
-  sync_idle_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !sync_busy_; });
+  sync_idle_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !sync_busy_ && sync_threads_ == 0;
+  });
 }
 
 void GeneratorService::RunSyncCall(grpc::ServerUnaryReactor* reactor,
                                    std::function<absl::Status()> work) {
   {
     std::lock_guard<std::mutex> lock(sync_mu_);
-    if (sync_busy_) {
-      reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(
-          "another weight-sync call (JoinWeightSync/ReceiveWeights) is in progress")));
-      return;
-    }
-    sync_busy_ = true;
+    ++sync_threads_;
   }
   // The collectives block for up to the group's timeout: never on a gRPC callback thread.
   std::thread([this, reactor, work = std::move(work)] {
+    auto end_thread = [this] {
+      std::lock_guard<std::mutex> lock(sync_mu_);
+      --sync_threads_;
+      sync_idle_.notify_all();
+    };
+    {
+      // The previous call's thread clears sync_busy_ just after it finishes its RPC, so the
+      // orchestrator's next call (Join, then at once ReceiveWeights) may arrive a moment early:
+      // wait a little for it instead of refusing.
+      std::unique_lock<std::mutex> lock(sync_mu_);
+      if (!sync_idle_.wait_for(lock, std::chrono::seconds(5),
+                               [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !sync_busy_; })) {
+        lock.unlock();
+        reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(
+            "another weight-sync call (JoinWeightSync/ReceiveWeights) is in progress")));
+        end_thread();
+        return;
+      }
+      sync_busy_ = true;
+    }
     const absl::Status status = work();
     reactor->Finish(ToGrpcStatus(status));
     {
       std::lock_guard<std::mutex> lock(sync_mu_);
       sync_busy_ = false;
     }
-    sync_idle_.notify_all();
+    end_thread();
   }).detach();
 }
 

@@ -98,6 +98,7 @@ class GeneratorService final : public v1::Generator::CallbackService {
   std::mutex sync_mu_;
   std::condition_variable sync_idle_;
   bool sync_busy_ ABSL_GUARDED_BY(sync_mu_) = false;
+  int sync_threads_ ABSL_GUARDED_BY(sync_mu_) = 0;  // RunSyncCall threads not yet ended
   // Used only by the thread of the weight-sync call in progress (sync_busy_ serialises them).
   std::unique_ptr<weight_sync::WeightSyncGroup> group_;
 };

@@ -344,6 +344,7 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
     r.Double("top_p", &config->generator.top_p);
     r.Int("top_k", &config->generator.top_k);
     r.Int("max_tokens", &config->generator.max_tokens);
+    r.Int("max_restarts", &config->generator.max_restarts);
     r.CheckUnknownKeys();
   }
   {

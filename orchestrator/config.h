@@ -78,6 +78,9 @@ struct GeneratorSection {
   double top_p = 1.0;
   int64_t top_k = 0;        // 0 = off
   int64_t max_tokens = 64;  // completion tokens per sample
+  // Restarts of each started generator after it dies (a clean stop after a checkpoint once
+  // spent); 0 = a dead generator stops the job.
+  int64_t max_restarts = 3;
 };
 
 // [trainer]: optimizer and batching options (sent to the trainer as JSON, see

@@ -138,6 +138,7 @@ void CheckServices(const JobConfig& c, Problems& p) {
   }
   p.AtLeast("generator.top_k", g.top_k, 0);
   p.AtLeast("generator.max_tokens", g.max_tokens, 1);
+  p.AtLeast("generator.max_restarts", g.max_restarts, 0);
 
   const TrainerSection& t = c.trainer;
   p.Positive("trainer.lr", t.lr);

@@ -70,6 +70,7 @@ class Job {
   ProgressLine progress_;
   EvalResult eval_before_;
   RlTotals job_totals_;  // every step of the job: kept records of earlier runs, then this run's
+  PromptLedger prompt_ledger_;  // this run's RL loop
 };
 
 // The map of a job.
@@ -104,6 +105,9 @@ absl::StatusOr<JobSummary> Job::Run() {
   summary.max_staleness = config_.async.max_staleness;
   summary.rewards = services_.rewards().SummaryJson();
   summary.wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+  summary.restarts = services_.restarts();
+  for (const auto& [service, count] : summary.restarts) summary.restarts_total += count;
+  summary.prompts = prompt_ledger_;
   if (absl::Status s = WriteSummary(*run_dir_, summary); !s.ok()) return s;
   services_.StopAll();
   PrintSummaryTable(summary, run_dir_->path(), stdout);
@@ -305,9 +309,11 @@ absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_t
   absl::StatusOr<std::unique_ptr<MetricsLog>> metrics = MetricsLog::Open(run_dir_->metrics_path());
   if (!metrics.ok()) return metrics.status();
   // Declared after `episodes`: the loop goes first, waiting for its callbacks.
+  // Generators this job started are restarted when they die (job_services.h).
+  GeneratorRecovery* recovery = config_.generator.addresses.empty() ? &services_ : nullptr;
   RlLoop loop(loop_options,
               {&services_.trainer(), services_.generators(), services_.rewards().scorer(),
-               tokenizer_.get(), episodes.get()},
+               tokenizer_.get(), episodes.get(), recovery},
               data_.train.get(), std::move(start.iterator), start.steps_done);
   absl::Status metrics_status;
   absl::Status run = loop.Run(
@@ -320,7 +326,9 @@ absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_t
   progress_.Finish();
   *steps_done = loop.steps_done();
   *steps_this_run = loop.totals().steps;
-  if (absl::IsCancelled(run)) {
+  prompt_ledger_ = loop.ledger();
+  if (absl::IsCancelled(run) || IsRestartBudgetSpent(run)) {
+    if (IsRestartBudgetSpent(run)) Log(std::string(run.message()));
     Log("stopping: writing a checkpoint first");
     if (absl::Status s = Checkpoint(loop.DataCursor()); !s.ok()) return s;
     return run;

@@ -1,5 +1,9 @@
 #include "orchestrator/job_services.h"
 
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -19,6 +23,14 @@ v1::WeightSyncTransport Transport(const std::string& name) {
 }  // namespace
 
 absl::Status JobServices::Start(const ServiceLaunch& launch, const Log& log) {
+  log_ = log;
+  auth_token_ = launch.auth_token;
+  // On the watcher thread, the moment the child is reaped: straight to stderr (the progress
+  // line belongs to the loop thread).
+  supervisor_.SetExitObserver([](const ChildExit& exit) {
+    std::fprintf(stderr, "lockstep run: service %s (pid %d) %s\n", exit.name.c_str(),
+                 static_cast<int>(exit.pid), exit.how.c_str());
+  });
   auto log_path = [&](const std::string& name) {
     return absl::StrCat(launch.logs_dir, "/", name, ".log");
   };
@@ -81,6 +93,7 @@ absl::Status JobServices::Start(const ServiceLaunch& launch, const Log& log) {
   for (const std::string& address : generator_addresses) {
     generator_clients_.push_back(std::make_unique<GeneratorClient>(address, launch.auth_token));
     generators_.push_back(generator_clients_.back().get());
+    incarnations_.push_back(0);
   }
   log(absl::StrCat("trainer at ", trainer_address, ", ", generators_.size(), " generator(s) at ",
                    absl::StrJoin(generator_addresses, ", ")));
@@ -105,6 +118,13 @@ absl::Status JobServices::FormWeightSyncGroup(const Log& log) {
   group.transport = Transport(config_.weight_sync.transport);
   absl::StatusOr<v1::JoinWeightSyncResponse> joined =
       orchestrator::FormWeightSyncGroup(*trainer_, generators_, group);
+  // A survivor of a failed broadcast may still be finishing its call: once more after a pause.
+  if (!joined.ok() && absl::IsFailedPrecondition(joined.status()) &&
+      joined.status().message().find("in progress") != std::string::npos) {
+    absl::SleepFor(absl::Seconds(1));
+    group.group_name = absl::StrCat("sync-", NewAuthToken().substr(0, 8));
+    joined = orchestrator::FormWeightSyncGroup(*trainer_, generators_, group);
+  }
   if (!joined.ok()) return joined.status();
   log(absl::StrCat("weight-sync group formed: ", joined->num_parameters(), " tensors, ",
                    joined->total_bytes() / 1e6, " MB in ", joined->num_buckets(), " bucket(s)"));
@@ -115,6 +135,88 @@ absl::Status JobServices::Sync(int64_t version) {
   return SyncWeights(*trainer_, generators_, version,
                      absl::Milliseconds(config_.weight_sync.timeout_ms) + absl::Seconds(10))
       .status();
+}
+
+int64_t JobServices::GeneratorIndex(const std::string& name) {
+  constexpr absl::string_view kPrefix = "generator";
+  int64_t index = -1;
+  if (absl::string_view(name).substr(0, kPrefix.size()) != kPrefix ||
+      !absl::SimpleAtoi(absl::string_view(name).substr(kPrefix.size()), &index)) {
+    return -1;
+  }
+  return index;
+}
+
+std::vector<GeneratorDeath> JobServices::TakeDeaths() {
+  std::vector<GeneratorDeath> deaths;
+  for (const ChildExit& exit : supervisor_.TakeExits()) {
+    const int64_t g = GeneratorIndex(exit.name);
+    // Other services' deaths surface as their calls' errors.
+    if (g < 0 || g >= static_cast<int64_t>(generators_.size())) continue;
+    deaths.push_back({g, exit.name, exit.how, exit.time});
+  }
+  return deaths;
+}
+
+std::optional<GeneratorDeath> JobServices::WaitForDeath(int64_t g, absl::Duration timeout) {
+  if (!config_.generator.addresses.empty()) return std::nullopt;  // not ours
+  const std::string name = absl::StrCat("generator", g);
+  std::optional<ChildExit> exit = supervisor_.WaitForExit(name, timeout);
+  if (!exit.has_value()) return std::nullopt;
+  return GeneratorDeath{g, name, exit->how, exit->time};
+}
+
+absl::Status JobServices::RestartOne(const GeneratorDeath& death) {
+  const int64_t max_restarts = config_.generator.max_restarts;
+  while (true) {
+    int64_t& count = restarts_[death.name];
+    if (count >= max_restarts) {
+      return RestartBudgetSpentError(absl::StrCat(
+          "service ", death.name, " ", death.how, " and its restart budget is spent ([generator] ",
+          "max_restarts = ", max_restarts, "); stopping after a checkpoint (--resume continues)"));
+    }
+    // Backoff: the first restart at once, then 1 s, 2 s, 4 s … (at most 8 s).
+    if (count > 0) absl::SleepFor(absl::Seconds(1 << std::min<int64_t>(count - 1, 3)));
+    ++count;
+    log_(absl::StrCat("restarting ", death.name, " (restart ", count, " of ", max_restarts,
+                      "): it ", death.how));
+    absl::StatusOr<pid_t> pid = supervisor_.Restart(death.name);
+    if (!pid.ok()) return pid.status();
+    absl::StatusOr<std::string> address = supervisor_.WaitUntilServing(death.name);
+    if (!address.ok()) {
+      if (!absl::IsUnavailable(address.status())) return address.status();
+      log_(std::string(address.status().message()));
+      supervisor_.TakeExits();  // its death while starting is this one
+      continue;                 // died while starting: another try, within the budget
+    }
+    generator_clients_.push_back(std::make_unique<GeneratorClient>(*address, auth_token_));
+    generators_[death.generator] = generator_clients_.back().get();
+    ++incarnations_[death.generator];
+    return absl::OkStatus();
+  }
+}
+
+absl::Status JobServices::RestartGenerators(const std::vector<GeneratorDeath>& dead,
+                                            int64_t weight_version) {
+  std::vector<int64_t> restarted;
+  for (const GeneratorDeath& death : dead) {
+    if (std::find(restarted.begin(), restarted.end(), death.generator) != restarted.end()) {
+      continue;
+    }
+    if (absl::Status s = RestartOne(death); !s.ok()) return s;
+    restarted.push_back(death.generator);
+  }
+  if (restarted.empty()) return absl::OkStatus();
+  if (absl::Status s = FormWeightSyncGroup(log_); !s.ok()) return s;
+  if (absl::Status s = Sync(weight_version); !s.ok()) return s;
+  for (const GeneratorDeath& death : dead) {
+    log_(absl::StrCat(death.name, " is back at ", generators_[death.generator]->address(),
+                      " with weights version ", weight_version, ", ",
+                      absl::FormatDuration(absl::Trunc(absl::Now() - death.time,
+                                                       absl::Milliseconds(1))),
+                      " after its death"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace lockstep::orchestrator

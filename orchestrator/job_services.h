@@ -8,7 +8,11 @@
 //   services.FormWeightSyncGroup(log);
 //   ... services.trainer(), services.generators(), services.rewards() ...
 //   services.Sync(version);             // weights of `version` to every generator
+//   services.RestartGenerators(dead, version);  // GeneratorRecovery: back with the weights
 //   services.StopAll();                 // also the destructor's job
+//
+// A child that dies is named on stderr the moment it is reaped (from the supervisor's watcher
+// thread). Started generators are restarted within `[generator] max_restarts` each.
 //
 // Thread safety: call from the job's main thread (the children's parent-death signal follows
 // the thread that started them); the clients it hands out are thread-safe.
@@ -17,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +29,7 @@
 #include "absl/status/status.h"
 #include "orchestrator/config.h"
 #include "orchestrator/generator_client.h"
+#include "orchestrator/generator_recovery.h"
 #include "orchestrator/job_rewards.h"
 #include "orchestrator/process_supervisor.h"
 #include "orchestrator/trainer_client.h"
@@ -41,19 +47,20 @@ struct ServiceLaunch {
   std::string logs_dir;         // <logs_dir>/<child>.log
 };
 
-class JobServices {
+class JobServices final : public GeneratorRecovery {
  public:
   using Log = std::function<void(const std::string&)>;
 
   explicit JobServices(const JobConfig& config) : config_(config), rewards_(config) {}
-  ~JobServices() { StopAll(); }
+  ~JobServices() override { StopAll(); }
 
   // Starts the children the config asks for (trainer, generators, reward and environment
   // servers), waits until each serves, and connects a client to every service. Errors name the
   // child that failed and quote its log.
   absl::Status Start(const ServiceLaunch& launch, const Log& log);
 
-  // Forms the weight-sync group over the trainer and the generators.
+  // Forms the weight-sync group over the trainer and the generators (again: a new group name
+  // and store port, every member re-joins).
   absl::Status FormWeightSyncGroup(const Log& log);
 
   // Sends the trainer's weights of `version` to every generator (bounded by the group timeout).
@@ -62,16 +69,34 @@ class JobServices {
   // Stops every child (SIGTERM, grace, SIGKILL). Safe to call more than once.
   void StopAll() { supervisor_.StopAll(); }
 
+  // GeneratorRecovery. Only generators this job started can die or be restarted.
+  std::vector<GeneratorDeath> TakeDeaths() override;
+  std::optional<GeneratorDeath> WaitForDeath(int64_t g, absl::Duration timeout) override;
+  int64_t incarnation(int64_t g) const override { return incarnations_[g]; }
+  absl::Status RestartGenerators(const std::vector<GeneratorDeath>& dead,
+                                 int64_t weight_version) override;
+  std::vector<GeneratorClient*> generators() const override { return generators_; }
+  std::map<std::string, int64_t> restarts() const override { return restarts_; }
+
   TrainerClient& trainer() const { return *trainer_; }
-  const std::vector<GeneratorClient*>& generators() const { return generators_; }
   JobRewards& rewards() { return rewards_; }
 
  private:
+  // Restarts generator `g` (its backoff first), waits until it serves, gives it a new client.
+  absl::Status RestartOne(const GeneratorDeath& death);
+  // Generator index of a started generator's child name, or -1.
+  static int64_t GeneratorIndex(const std::string& name);
+
   const JobConfig& config_;
   ProcessSupervisor supervisor_;
+  Log log_;
+  std::string auth_token_;
   std::unique_ptr<TrainerClient> trainer_;
+  // Every client ever made (a dead generator's stays valid for its calls still in flight).
   std::vector<std::unique_ptr<GeneratorClient>> generator_clients_;
-  std::vector<GeneratorClient*> generators_;
+  std::vector<GeneratorClient*> generators_;  // the current one of each generator
+  std::vector<int64_t> incarnations_;
+  std::map<std::string, int64_t> restarts_;
   JobRewards rewards_;  // reward servers, the environment, the weighted reward pipeline
 };
 

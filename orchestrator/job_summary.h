@@ -12,11 +12,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "nlohmann/json.hpp"
 #include "orchestrator/json_optional.h"
+#include "orchestrator/prompt_ledger.h"
 #include "orchestrator/step_record.h"
 
 namespace lockstep::orchestrator {
@@ -57,6 +59,11 @@ struct JobSummary {
   int64_t max_staleness = 0;
   nlohmann::json rewards;  // per reward component (JobRewards::SummaryJson), last run
   double wall_s = 0;       // last run
+  // Fault tolerance, last run: restarts per service ("generator1": 1) and their sum; the
+  // prompt ledger (prompt_ledger.h: issued = trained + dropped_by_policy + failed + in_flight).
+  std::map<std::string, int64_t> restarts;
+  int64_t restarts_total = 0;
+  std::optional<PromptLedger> prompts;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed, accuracy_before,
                                                 accuracy_after, eval_before, eval_after, rl_steps,
@@ -65,7 +72,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed,
                                                 samples_trained, reward_items_sent,
                                                 reward_items_scored, reward_items_failed,
                                                 model_tokens_trained, environment_tokens_trained,
-                                                episodes, staleness, max_staleness, rewards, wall_s)
+                                                episodes, staleness, max_staleness, rewards, wall_s,
+                                                restarts, restarts_total, prompts)
 
 // The job totals of `totals` (folded over every step of the job) copied into `summary`.
 void SetTotals(const RlTotals& totals, JobSummary& summary);

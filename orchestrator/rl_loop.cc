@@ -80,6 +80,10 @@ RlLoop::RlLoop(RlLoopOptions options, RlServices services, const Dataset* datase
       queue_(std::make_shared<RolloutQueue>(static_cast<int64_t>(services_.generators.size()))),
       step_(start_step),
       next_prompt_index_(start_step * options_.prompts_per_step) {
+  if (services_.recovery != nullptr && services_.environment == nullptr) {
+    queue_->KeepFailedCalls();
+    tend_ = [this] { return TendGenerators(); };
+  }
   if (options_.parity != "off" && options_.mismatch_records.max_records > 0) {
     mismatch_recorder_ = std::make_unique<MismatchRecorder>(options_.mismatch_records);
   }
@@ -123,7 +127,7 @@ absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
   AdmitPrompts();
   QueueWait wait;
   absl::StatusOr<std::vector<std::shared_ptr<PromptInFlight>>> batch =
-      queue_->WaitForOldest(options_.prompts_per_step, stop, &wait);
+      queue_->WaitForOldest(options_.prompts_per_step, stop, &wait, tend_);
   if (!batch.ok()) return batch.status();
   cursors_in_flight_.erase(cursors_in_flight_.begin(),
                            cursors_in_flight_.begin() + options_.prompts_per_step);
@@ -153,6 +157,7 @@ absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
   const absl::Time sync_start = absl::Now();
   absl::StatusOr<SyncFigures> sync = SyncWeights(*services_.trainer, services_.generators,
                                                  metrics.weight_version(), options_.sync_timeout);
+  if (!sync.ok()) sync = RecoverSync(sync.status(), metrics.weight_version());
   if (!sync.ok()) return sync.status();
   const absl::Duration sync_time = absl::Now() - sync_start;
   trainer_version_ = metrics.weight_version();
@@ -193,6 +198,10 @@ absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
   record.sync_bytes = sync->bytes;
   record.swap_pause_ms = sync->max_swap_pause_ms;
   record.sync_trainer_s = sync->trainer_seconds;
+  if (services_.recovery != nullptr) {
+    record.prompts_resubmitted = std::exchange(step_resubmitted_, 0);
+    record.generator_restarts = std::exchange(step_restarts_, 0);
+  }
   if (services_.environment != nullptr) {
     // Episodes that ended since the last step (those of prompts still in flight included).
     const EnvironmentTotals now = services_.environment->totals();
@@ -239,19 +248,29 @@ absl::Status RlLoop::SubmitPrompt() {
   prompt->generator = next_generator_;
   next_generator_ = (next_generator_ + 1) % static_cast<int64_t>(services_.generators.size());
   prompt->submitted = absl::Now();
+  if (services_.recovery != nullptr) {
+    prompt->incarnation = services_.recovery->incarnation(prompt->generator);
+  }
   admission_.Admit();
-
-  v1::GenerateRequest request;
-  for (int64_t id : prompt->prompt_ids) request.add_prompt_token_ids(id);
-  request.set_n(options_.samples_per_prompt);
-  *request.mutable_sampling() = options_.sampling;
-  request.mutable_sampling()->set_seed(PromptSeed(options_.seed, prompt->index));
+  ++ledger_.issued;
   queue_->Push(prompt);
 
   if (services_.environment != nullptr) {
     SubmitEpisodes(prompt);
     return absl::OkStatus();
   }
+  StartGeneration(prompt);
+  return absl::OkStatus();
+}
+
+void RlLoop::StartGeneration(const std::shared_ptr<PromptInFlight>& prompt) {
+  // The same request every time the prompt is generated: its seed follows its number, so a
+  // regenerated prompt (its generator died) samples the same tokens in batch-invariant mode.
+  v1::GenerateRequest request;
+  for (int64_t id : prompt->prompt_ids) request.add_prompt_token_ids(id);
+  request.set_n(options_.samples_per_prompt);
+  *request.mutable_sampling() = options_.sampling;
+  request.mutable_sampling()->set_seed(PromptSeed(options_.seed, prompt->index));
   std::shared_ptr<RolloutQueue> queue = queue_;
   rewards::RewardScorer* scorer = services_.scorer;
   const Tokenizer* tokenizer = services_.tokenizer;
@@ -271,7 +290,6 @@ absl::Status RlLoop::SubmitPrompt() {
                            });
         queue->CallbackDone();
       });
-  return absl::OkStatus();
 }
 
 void RlLoop::SubmitEpisodes(const std::shared_ptr<PromptInFlight>& prompt) {
@@ -323,6 +341,7 @@ absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
   v1::TrainStepRequest request;
   int64_t num_samples = 0, num_failed = 0, num_correct = 0, num_scored = 0;
   int64_t groups_dropped = 0, generated_tokens = 0, environment_tokens = 0;
+  int64_t prompts_trained = 0, prompts_dropped = 0, prompts_failed = 0;
   double reward_sum = 0;
   double generate_seconds = 0;
   AgeHistogram ages;
@@ -346,14 +365,19 @@ absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
       group_rewards.push_back(outcome.reward);
       group_samples.push_back(&sample);
     }
-    if (group_rewards.empty()) continue;
+    if (group_rewards.empty()) {
+      ++prompts_failed;
+      continue;
+    }
     absl::StatusOr<std::vector<double>> advantages =
         trainer::GroupAdvantages(group_rewards, options_.advantages);
     if (!advantages.ok()) return advantages.status();
     if (advantages->empty()) {
       ++groups_dropped;
+      ++prompts_dropped;
       continue;
     }
+    ++prompts_trained;
     for (size_t k = 0; k < group_samples.size(); ++k) {
       const v1::GenerateResponse& sample = *group_samples[k];
       const std::vector<int64_t> versions = ModelTokenVersions(sample);
@@ -374,6 +398,12 @@ absl::StatusOr<v1::TrainStepRequest> RlLoop::BuildTrainBatch(
   record->reward_items_scored = num_scored;
   record->reward_items_failed = num_failed;
   record->groups_dropped = groups_dropped;
+  record->prompts_trained = prompts_trained;
+  record->prompts_dropped_by_policy = prompts_dropped;
+  record->prompts_failed = prompts_failed;
+  ledger_.trained += prompts_trained;
+  ledger_.dropped_by_policy += prompts_dropped;
+  ledger_.failed += prompts_failed;
   record->rollouts_trained = request.rollouts_size();
   record->staleness = AgeCounts{ages};
   record->gen_tokens = generated_tokens;  // the model's tokens (observations left out)

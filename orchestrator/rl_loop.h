@@ -31,11 +31,14 @@
 #include "model/tokenizer/tokenizer.h"
 #include "orchestrator/environment_rollouts.h"
 #include "orchestrator/generator_client.h"
+#include "orchestrator/generator_recovery.h"
 #include "orchestrator/mismatch_recorder.h"
+#include "orchestrator/prompt_ledger.h"
 #include "orchestrator/rollout_queue.h"
 #include "orchestrator/staleness.h"
 #include "orchestrator/step_record.h"
 #include "orchestrator/trainer_client.h"
+#include "orchestrator/weight_sync_driver.h"
 #include "rewards/reward_scorer.h"
 #include "trainer/advantages.h"
 
@@ -72,6 +75,10 @@ struct RlServices {
   rewards::RewardScorer* scorer = nullptr;
   const Tokenizer* tokenizer = nullptr;
   EnvironmentRollouts* environment = nullptr;
+  // Optional: a dead generator is restarted and its prompts in flight are generated again
+  // (rl_loop_recovery.cc); without it a failed generation call stops the loop. Single-turn
+  // jobs only: with `environment` a failed episode still stops the loop.
+  GeneratorRecovery* recovery = nullptr;
 };
 
 class RlLoop {
@@ -102,6 +109,8 @@ class RlLoop {
   int64_t steps_done() const { return step_; }
   // The records of the steps this loop ran, folded (RlTotals::Add).
   const RlTotals& totals() const { return totals_; }
+  // This loop's prompts, accounted for (in_flight: queued now).
+  PromptLedger ledger() const;
 
   // Parses DataCursor() output: (dataset cursor, rl steps done).
   static absl::StatusOr<std::pair<DatasetCursor, int64_t>> ParseDataCursor(const std::string& text);
@@ -109,6 +118,18 @@ class RlLoop {
  private:
   void AdmitPrompts();
   absl::Status SubmitPrompt();
+  // Starts (or starts again) the Generate call of a queued prompt on its generator.
+  void StartGeneration(const std::shared_ptr<PromptInFlight>& prompt);
+  // Recovery (rl_loop_recovery.cc), on the loop thread. TendGenerators: failed calls of dead
+  // generators are resubmitted (to a live generator at once, else to the restarted one), the
+  // dead are restarted with weights trainer_version_; a failed call of a live generator is the
+  // loop's error. RecoverSync: a sync that failed because a generator died is done again with
+  // the restarted one; otherwise `failed` is returned.
+  absl::Status TendGenerators();
+  absl::StatusOr<SyncFigures> RecoverSync(absl::Status failed, int64_t version);
+  // Restarts the dead (RestartGenerators), refreshes services_.generators, counts restarts.
+  absl::Status RestartDead(const std::vector<GeneratorDeath>& dead, int64_t version);
+  void Resubmit(const std::shared_ptr<PromptInFlight>& prompt, int64_t generator);
   // The multi-turn form of a submitted prompt's generation and scoring (services_.environment).
   void SubmitEpisodes(const std::shared_ptr<PromptInFlight>& prompt);
   // The rollouts of the batch with their advantages; counts failed items and ages.
@@ -133,6 +154,11 @@ class RlLoop {
   EnvironmentTotals episodes_before_;  // the environment's totals at the end of the last step
   int64_t next_generator_ = 0;         // round robin
   std::unique_ptr<MismatchRecorder> mismatch_recorder_;  // null: nothing recorded
+  PromptLedger ledger_;                // in_flight filled by ledger()
+  int64_t step_resubmitted_ = 0;       // this step's resubmissions and restarts
+  int64_t step_restarts_ = 0;
+  int64_t next_live_ = 0;  // round robin of resubmissions over live generators
+  std::function<absl::Status()> tend_;  // TendGenerators, or null without recovery
 };
 
 }  // namespace lockstep::orchestrator

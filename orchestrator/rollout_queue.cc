@@ -60,6 +60,12 @@ std::shared_ptr<PromptInFlight> RolloutQueue::MarkGenerated(
   if (prompt == nullptr) return nullptr;  // the loop gave up on it
   prompt->generated = absl::Now();
   if (--calls_in_flight_[prompt->generator] == 0) idle_since_[prompt->generator] = absl::Now();
+  if (!samples.ok() && keep_failed_calls_) {
+    prompt->call_failed = true;
+    prompt->call_error = samples.status();
+    changed_.notify_all();
+    return nullptr;  // nothing to score
+  }
   prompt->is_generated = true;
   if (!samples.ok()) {
     if (error_.ok()) error_ = samples.status();
@@ -86,8 +92,37 @@ void RolloutQueue::Fail(absl::Status status) {
   changed_.notify_all();
 }
 
+void RolloutQueue::KeepFailedCalls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  keep_failed_calls_ = true;
+}
+
+std::vector<std::shared_ptr<PromptInFlight>> RolloutQueue::TakeFailedCalls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<PromptInFlight>> failed;
+  for (const auto& prompt : queue_) {
+    if (!prompt->call_failed) continue;
+    prompt->call_failed = false;
+    failed.push_back(prompt);
+  }
+  return failed;
+}
+
+void RolloutQueue::Resubmit(const std::shared_ptr<PromptInFlight>& prompt, int64_t g,
+                            int64_t incarnation) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt->generator = g;
+  prompt->incarnation = incarnation;
+  prompt->call_error = absl::OkStatus();
+  prompt->samples.clear();
+  ++prompt->resubmissions;
+  if (calls_in_flight_[g]++ == 0) idle_[g] += absl::Now() - idle_since_[g];
+  ++callbacks_pending_;
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<PromptInFlight>>> RolloutQueue::WaitForOldest(
-    int64_t count, const std::function<bool()>& stop, QueueWait* wait) {
+    int64_t count, const std::function<bool()>& stop, QueueWait* wait,
+    const std::function<absl::Status()>& tend) {
   std::unique_lock<std::mutex> lock(mu_);
   if (static_cast<int64_t>(queue_.size()) < count) {
     return absl::FailedPreconditionError(
@@ -106,6 +141,15 @@ absl::StatusOr<std::vector<std::shared_ptr<PromptInFlight>>> RolloutQueue::WaitF
     last = now;
     if (all_scored) break;
     if (stop && stop()) return absl::CancelledError("stopped by a signal");
+    if (tend) {
+      lock.unlock();
+      absl::Status tended = tend();
+      lock.lock();
+      if (!tended.ok()) return tended;
+      bool any_failed = false;
+      for (const auto& prompt : queue_) any_failed = any_failed || prompt->call_failed;
+      if (any_failed) continue;  // failed while tend ran: tend again at once
+    }
     changed_.wait_for(lock, std::chrono::milliseconds(100));
   }
   std::vector<std::shared_ptr<PromptInFlight>> batch(queue_.begin(), queue_.begin() + count);

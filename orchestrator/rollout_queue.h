@@ -5,6 +5,10 @@
 // The loop thread takes the oldest `count` prompts once all of them are scored. Training in
 // admission order is what makes the staleness bound of staleness.h hold.
 //
+// With KeepFailedCalls, a failed generation call does not fail the queue: the prompt waits
+// (call_failed) until the loop takes it (TakeFailedCalls) and either resubmits it (Resubmit:
+// its generator died) or fails the queue with its error.
+//
 // Thread safety: every method is thread-safe. Callbacks of in-flight calls may keep the queue
 // alive through a shared_ptr after the loop has finished with it.
 #ifndef LOCKSTEP_ORCHESTRATOR_ROLLOUT_QUEUE_H_
@@ -35,6 +39,10 @@ struct PromptInFlight {
   std::string prompt_text;
   std::vector<int64_t> prompt_ids;
   int64_t generator = 0;             // which generator serves it
+  int64_t incarnation = 0;           // of that generator's process (GeneratorRecovery)
+  int64_t resubmissions = 0;         // calls lost with a dead generator and made again
+  absl::Status call_error;           // the last call's error, while call_failed
+  bool call_failed = false;          // its call failed and it waits for a decision
   absl::Time submitted;
   absl::Time generated;              // when its last sample arrived
   absl::Time scored;
@@ -65,11 +73,23 @@ class RolloutQueue {
   // Fails the queue: waiting callers return `status`.
   void Fail(absl::Status status);
 
+  // From now on a failed generation call marks its prompt call_failed instead of failing the
+  // queue.
+  void KeepFailedCalls();
+  // The prompts whose call failed since the last call (their call_failed is cleared).
+  std::vector<std::shared_ptr<PromptInFlight>> TakeFailedCalls();
+  // A queued prompt goes to generator `g` (process `incarnation`) again: counts a call in
+  // flight and a callback, like Push.
+  void Resubmit(const std::shared_ptr<PromptInFlight>& prompt, int64_t g, int64_t incarnation);
+
   // Blocks until the oldest `count` prompts are scored, removes and returns them. Returns the
   // queue's error if it failed, Cancelled once `stop` returns true (checked every 100 ms), and
-  // FailedPrecondition if fewer than `count` prompts are queued.
+  // FailedPrecondition if fewer than `count` prompts are queued. `tend`, when given, runs on
+  // the calling thread (the queue unlocked) at every wake-up, at least every 100 ms and at
+  // once after a failed call; its error is returned.
   absl::StatusOr<std::vector<std::shared_ptr<PromptInFlight>>> WaitForOldest(
-      int64_t count, const std::function<bool()>& stop, QueueWait* wait);
+      int64_t count, const std::function<bool()>& stop, QueueWait* wait,
+      const std::function<absl::Status()>& tend = nullptr);
 
   // Prompts queued (submitted, not yet taken).
   int64_t size() const;
@@ -99,6 +119,7 @@ class RolloutQueue {
   std::vector<absl::Duration> idle_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Time> idle_since_ ABSL_GUARDED_BY(mu_);
   int64_t callbacks_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool keep_failed_calls_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace lockstep::orchestrator

@@ -101,6 +101,13 @@ struct StepRecord {
   std::optional<int64_t> sync_bytes;
   std::optional<double> swap_pause_ms;
   std::optional<double> sync_trainer_s;  // the trainer's part of time.sync
+  // The batch's prompts (prompt_ledger.h): trained, every group dropped by the advantage
+  // policy, every item failed; and generation calls made again this step (their generator died).
+  std::optional<int64_t> prompts_trained;
+  std::optional<int64_t> prompts_dropped_by_policy;
+  std::optional<int64_t> prompts_failed;
+  std::optional<int64_t> prompts_resubmitted;
+  std::optional<int64_t> generator_restarts;  // this step
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     StepRecord, step, weight_version, reward_mean, accuracy, loss, grad_norm, lr, entropy,
@@ -108,7 +115,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     reward_items_failed, groups_dropped, rollouts_trained, rollout_model_tokens,
     rollout_environment_tokens, gen_tokens, env_tokens, gen_tokens_per_s, train_tokens,
     train_tokens_per_s, parity, time, staleness, episodes, idle_fraction_trainer,
-    idle_fraction_generator, sync_bytes, swap_pause_ms, sync_trainer_s)
+    idle_fraction_generator, sync_bytes, swap_pause_ms, sync_trainer_s, prompts_trained,
+    prompts_dropped_by_policy, prompts_failed, prompts_resubmitted, generator_restarts)
 
 // Figures accumulated over step records.
 struct RlTotals {

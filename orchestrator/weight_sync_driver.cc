@@ -22,11 +22,22 @@ absl::Status RunConcurrently(size_t num_generators, TrainerFn trainer_call,
   }
   *trainer = trainer_call();
   for (std::thread& thread : threads) thread.join();
-  if (!(*trainer)->ok()) return (*trainer)->status();
-  for (const auto& result : *generators) {
-    if (!result->ok()) return result->status();
-  }
-  return absl::OkStatus();
+  // The first error, with the others' after it: a trainer timing out is often the echo of a
+  // generator that refused or failed at once.
+  absl::Status first;
+  std::string others;
+  auto note = [&](const absl::Status& status) {
+    if (status.ok()) return;
+    if (first.ok()) {
+      first = status;
+    } else {
+      absl::StrAppend(&others, others.empty() ? "" : "; ", status.message());
+    }
+  };
+  note((*trainer)->status());
+  for (const auto& result : *generators) note(result->status());
+  if (first.ok() || others.empty()) return first;
+  return absl::Status(first.code(), absl::StrCat(first.message(), " (also: ", others, ")"));
 }
 
 }  // namespace

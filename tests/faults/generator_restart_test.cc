@@ -1,0 +1,243 @@
+// Dead generators (issue 21): `lockstep run` with real processes, a generator killed with
+// kill -9 mid-run. Proves that the job notices at once (the console names the generator and the
+// signal), restarts it, re-forms the weight-sync group with the new process and gives it the
+// current weights, generates the prompts it had in flight again with the same seeds, and ends
+// with weights byte-identical to the same job run without the kill (batch-invariant mode, so the
+// regenerated samples are the very same tokens), parity exact and every prompt accounted for;
+// and that a spent restart budget stops the job cleanly after a checkpoint, which --resume
+// continues.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/run_lockstep.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::Outcome;
+using test_support::ReadFile;
+using test_support::RunLockstep;
+using test_support::SpawnLockstep;
+
+// Tiny model, on-policy GRPO, strict parity; a weight-sync timeout short enough that a sync
+// broken by a death fails fast.
+constexpr char kJobToml[] = R"(
+[job]
+steps = 6
+seed = 3
+[model]
+preset = "tiny"
+mode = "batch_invariant"
+[data]
+task = "arithmetic"
+eval_size = 16
+[sft]
+steps = 3
+batch_size = 16
+[generator]
+count = 2
+max_tokens = 48
+[trainer]
+lr = 0.001
+[algorithm]
+prompts_per_step = 4
+samples_per_prompt = 4
+drop_zero_variance_groups = false
+[rewards]
+builtin = "math"
+[async]
+max_staleness = 0
+[parity]
+mode = "strict"
+[weight_sync]
+timeout_ms = 10000
+[checkpointing]
+every = 2
+keep_last = 0
+[logging]
+progress = false
+)";
+
+// The pid of the process whose stdout is `log` (a supervised child writes to its log), or -1.
+pid_t ProcessWritingTo(const fs::path& log) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code error;
+    const fs::path target = fs::read_symlink(entry.path() / "fd" / "1", error);
+    if (!error && target == log) return std::stoi(name);
+  }
+  return -1;
+}
+
+int64_t LineCount(const fs::path& path) {
+  std::ifstream in(path);
+  int64_t lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
+}
+
+// Polls `condition` every millisecond for up to `timeout`.
+template <typename Condition>
+bool WaitFor(Condition condition, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Every prompt accounted for: issued = trained + dropped_by_policy + failed + in_flight.
+void ExpectLedgerHolds(const nlohmann::json& prompts) {
+  ASSERT_TRUE(prompts.is_object()) << prompts;
+  EXPECT_EQ(prompts["issued"].get<int64_t>(),
+            prompts["trained"].get<int64_t>() + prompts["dropped_by_policy"].get<int64_t>() +
+                prompts["failed"].get<int64_t>() + prompts["in_flight"].get<int64_t>())
+      << prompts;
+}
+
+class GeneratorRestartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            absl::StrCat("lockstep_faults_", getpid(), "_",
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    config_ = root_ / "job.toml";
+    std::ofstream(config_) << kJobToml;
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::vector<std::string> Run(const std::string& name, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"run", config_.string(), "--name", name, "--set",
+                                     absl::StrCat("job.output_root=\"", root_.string(), "\"")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  fs::path RunDir(const std::string& name) const { return root_ / name; }
+
+  // Waits for the job (`pid`) to end within `timeout`; its exit code (128 + signal if killed).
+  static int WaitForJob(pid_t pid, std::chrono::seconds timeout) {
+    int status = 0;
+    const bool ended = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout);
+    if (!ended) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "lockstep run did not end within " << timeout.count() << " s";
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  fs::path root_;
+  fs::path config_;
+};
+
+TEST_F(GeneratorRestartTest, KilledGeneratorIsRestartedAndTheJobEndsWithTheSameWeights) {
+  Outcome clean = RunLockstep(Run("clean"), root_ / "clean.log");
+  ASSERT_EQ(clean.exit_code, 0) << clean.output;
+
+  const fs::path log = root_ / "killed.log";
+  const pid_t job = SpawnLockstep(Run("killed"), log);
+  const fs::path generator_log = fs::absolute(RunDir("killed") / "logs" / "generator1.log");
+  const fs::path metrics = RunDir("killed") / "metrics.jsonl";
+  pid_t generator = -1;
+  ASSERT_TRUE(WaitFor([&] { return (generator = ProcessWritingTo(generator_log)) > 0; },
+                      std::chrono::seconds(60)))
+      << ReadFile(log);
+  // Right after step 2's record the prompts of step 3 are being generated: freeze generator1
+  // at once (its calls stay in flight), then kill it.
+  ASSERT_TRUE(WaitFor([&] { return LineCount(metrics) >= 2; }, std::chrono::seconds(120)))
+      << ReadFile(log);
+  ASSERT_EQ(kill(generator, SIGSTOP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(kill(generator, SIGKILL), 0);
+  const int exit_code = WaitForJob(job, std::chrono::seconds(240));
+  const std::string output = ReadFile(log);
+  ASSERT_EQ(exit_code, 0) << output;
+
+  EXPECT_NE(output.find(absl::StrCat("service generator1 (pid ", generator,
+                                     ") was killed by signal 9 (Killed)")),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("restarting generator1 (restart 1 of 3)"), std::string::npos) << output;
+  EXPECT_NE(output.find("generator1 is back at"), std::string::npos) << output;
+
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(RunDir("killed") / "summary.json"));
+  EXPECT_EQ(summary["rl_steps"], 6);
+  EXPECT_EQ(summary["parity_tokens_mismatched"], 0);
+  EXPECT_GT(summary["parity_tokens_compared"].get<int64_t>(), 0);
+  EXPECT_EQ(summary["restarts"], (nlohmann::json{{"generator1", 1}}));
+  EXPECT_EQ(summary["restarts_total"], 1);
+  const nlohmann::json& prompts = summary["prompts"];
+  ExpectLedgerHolds(prompts);
+  EXPECT_EQ(prompts["issued"], 6 * 4);
+  EXPECT_EQ(prompts["in_flight"], 0);
+  // Generator1 held step 3's prompts 1 and 3 when it froze: both were generated again.
+  EXPECT_GE(prompts["resubmitted"].get<int64_t>(), 1) << prompts;
+
+  // The same tokens came back, so training went exactly as without the kill.
+  const std::string clean_weights =
+      ReadFile(RunDir("clean") / "checkpoints" / "step_000009" / "model.safetensors");
+  ASSERT_FALSE(clean_weights.empty());
+  EXPECT_TRUE(clean_weights ==
+              ReadFile(RunDir("killed") / "checkpoints" / "step_000009" / "model.safetensors"))
+      << "final weights differ from the uninterrupted run's";
+}
+
+TEST_F(GeneratorRestartTest, SpentBudgetStopsCleanlyAfterACheckpointAndResumeContinues) {
+  const fs::path log = root_ / "budget.log";
+  const pid_t job = SpawnLockstep(
+      Run("budget", {"--set", "generator.count=1", "--set", "generator.max_restarts=1"}), log);
+  const fs::path generator_log = fs::absolute(RunDir("budget") / "logs" / "generator0.log");
+  const fs::path metrics = RunDir("budget") / "metrics.jsonl";
+  pid_t generator = -1;
+  ASSERT_TRUE(WaitFor([&] { return LineCount(metrics) >= 1; }, std::chrono::seconds(120)))
+      << ReadFile(log);
+  generator = ProcessWritingTo(generator_log);
+  ASSERT_GT(generator, 0);
+  ASSERT_EQ(kill(generator, SIGKILL), 0);
+  // The only generator: the job waits for its restart, then goes on.
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(log).find("generator0 is back at") != std::string::npos; },
+                      std::chrono::seconds(60)))
+      << ReadFile(log);
+  pid_t restarted = -1;
+  ASSERT_TRUE(WaitFor([&] { return (restarted = ProcessWritingTo(generator_log)) > 0; },
+                      std::chrono::seconds(10)));
+  EXPECT_NE(restarted, generator);
+  ASSERT_EQ(kill(restarted, SIGKILL), 0);
+  const int exit_code = WaitForJob(job, std::chrono::seconds(120));
+  const std::string output = ReadFile(log);
+  EXPECT_NE(exit_code, 0) << output;
+  EXPECT_NE(output.find("service generator0 was killed by signal 9 (Killed) and its restart "
+                        "budget is spent ([generator] max_restarts = 1)"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("stopping: writing a checkpoint first"), std::string::npos) << output;
+
+  // The checkpoint holds the steps done; --resume finishes the job.
+  Outcome resumed = RunLockstep({"run", "--resume", RunDir("budget").string()},
+                                root_ / "resumed.log");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(RunDir("budget") / "summary.json"));
+  EXPECT_EQ(summary["rl_steps"], 6);
+  EXPECT_EQ(summary["runs"], 2);
+  EXPECT_EQ(summary["parity_tokens_mismatched"], 0);
+  ExpectLedgerHolds(summary["prompts"]);
+  EXPECT_EQ(summary["prompts"]["in_flight"], 0);
+}
+
+}  // namespace
+}  // namespace lockstep
