@@ -16,6 +16,7 @@ void AddRunCommand(CLI::App& app);
 void AddReportCommand(CLI::App& app);
 void AddSandboxCommand(CLI::App& app);
 void AddDiagnoseCommand(CLI::App& app);
+void AddDataCommand(CLI::App& app);
 
 // `lockstep serve <service>`, registered under the `serve` group.
 void AddServeGeneratorCommand(CLI::App* serve);

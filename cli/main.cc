@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   lockstep::cli::AddReportCommand(app);
   lockstep::cli::AddSandboxCommand(app);
   lockstep::cli::AddDiagnoseCommand(app);
+  lockstep::cli::AddDataCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

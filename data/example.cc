@@ -98,6 +98,16 @@ absl::StatusOr<Example> ParseExample(const nlohmann::json& object, const Dataset
   return example;
 }
 
+std::map<std::string, std::string> MetadataStrings(const Example& example) {
+  std::map<std::string, std::string> metadata;
+  if (example.metadata.is_object()) {
+    for (const auto& [key, value] : example.metadata.items()) {
+      metadata[key] = value.is_string() ? value.get<std::string>() : value.dump();
+    }
+  }
+  return metadata;
+}
+
 absl::StatusOr<std::string> RenderPrompt(const Example& example, ChatTemplateFamily family,
                                          const ChatTemplateOptions& options) {
   if (example.prompt.has_value()) {

@@ -4,6 +4,7 @@
 #define LOCKSTEP_DATA_EXAMPLE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,10 @@ struct Example {
 // own members win). Errors say what is wrong, without file or line (the caller adds them).
 absl::StatusOr<Example> ParseExample(const nlohmann::json& object,
                                      const DatasetFields& fields = {});
+
+// `metadata` as rewards receive it: each member of an object, strings as they are and other
+// values as JSON text; empty for anything but an object.
+std::map<std::string, std::string> MetadataStrings(const Example& example);
 
 // The text the model is prompted with. A `prompt` string is sent as one user message for chat
 // families and as-is for the plain family; `messages` are rendered by the chat template.

@@ -20,11 +20,11 @@ namespace {
 const std::map<std::string, std::vector<std::string>>& KnownKeys() {
   static const auto* known = new std::map<std::string, std::vector<std::string>>{
       {"job", {"name", "seed", "steps", "output_root"}},
-      {"model", {"preset", "path", "mode", "dtype"}},
-      {"tokenizer", {"path"}},
+      {"model", {"preset", "path", "mode"}},
+      {"tokenizer", {"path", "chat_template", "enable_thinking"}},
       {"data",
        {"task", "train_file", "eval_file", "eval_size", "max_operand", "teacher_carry_error",
-        "teacher_draws", "prompt_field", "answer_field"}},
+        "teacher_draws", "prompt_field", "answer_field", "apply_chat_template"}},
       {"sft", {"steps", "batch_size", "lr"}},
       {"generator",
        {"count", "addresses", "kv_bytes", "threads", "temperature", "top_p", "top_k",
@@ -301,12 +301,13 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
     r.String("preset", &config->model.preset);
     r.String("path", &config->model.path);
     r.String("mode", &config->model.mode);
-    r.String("dtype", &config->model.dtype);
     r.CheckUnknownKeys();
   }
   {
     SectionReader r = reader("tokenizer");
     r.String("path", &config->tokenizer.path);
+    r.String("chat_template", &config->tokenizer.chat_template);
+    r.Bool("enable_thinking", &config->tokenizer.enable_thinking);
     r.CheckUnknownKeys();
   }
   {
@@ -320,6 +321,7 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
     r.Int("teacher_draws", &config->data.teacher_draws);
     r.String("prompt_field", &config->data.prompt_field);
     r.String("answer_field", &config->data.answer_field);
+    r.Bool("apply_chat_template", &config->data.apply_chat_template);
     r.CheckUnknownKeys();
   }
   {

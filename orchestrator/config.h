@@ -32,18 +32,24 @@ struct JobSection {
 };
 
 // [model]: exactly one of `preset` (a built-in tiny model created fresh) and `path` (a
-// Hugging Face style directory: config.json + *.safetensors).
+// Hugging Face style directory: config.json + *.safetensors). Both services load the weights
+// into float32 whatever their storage dtype (bf16/fp16 widen exactly), so the trainer and the
+// generators compute on the same numbers; there is no compute-dtype key.
 struct ModelSection {
   std::string preset;
   std::string path;
   std::string mode = "batch_invariant";  // "batch_invariant" | "fast"
-  std::string dtype = "float32";         // "float32" | "bfloat16" | "float16"
 };
 
 // [tokenizer]: `path` to a tokenizer.json; empty = the model directory's own tokenizer, or the
-// byte-level tokenizer for a preset.
+// byte-level tokenizer for a preset. The chat template and stop tokens come from the tokenizer's
+// directory (task_data.h ResolvePromptFormat).
 struct TokenizerSection {
   std::string path;
+  // "auto" (recognised from tokenizer_config.json; an unknown template is an error) | "qwen3" |
+  // "llama3" | "none" (no markup).
+  std::string chat_template = "auto";
+  bool enable_thinking = true;  // Qwen3: false opens the reply with an empty <think></think>
 };
 
 // [data]: a built-in `task` ("arithmetic") or JSONL files (one object per line).
@@ -57,8 +63,11 @@ struct DataSection {
   // problem's teacher_draws answers (data/arithmetic_task.h). RL and eval use the true sums.
   double teacher_carry_error = 0.0;
   int64_t teacher_draws = 1;
+  // Where each JSONL row keeps its prompt and answer: a key or a dotted path (data/example.h).
   std::string prompt_field = "prompt";
   std::string answer_field = "answer";
+  // Plain-string prompts are sent as one user message through the chat template (none: raw).
+  bool apply_chat_template = true;
 };
 
 // [sft]: supervised warm start before RL; steps = 0 turns it off.

@@ -96,7 +96,8 @@ void CheckModelAndData(const JobConfig& c, Problems& p) {
   }
   p.ExistingFile("model.path", c.model.path, /*directory=*/true);
   p.OneOf("model.mode", c.model.mode, {"batch_invariant", "fast"});
-  p.OneOf("model.dtype", c.model.dtype, {"float32", "bfloat16", "float16"});
+  p.OneOf("tokenizer.chat_template", c.tokenizer.chat_template,
+          {"auto", "qwen3", "llama3", "none"});
   p.ExistingFile("tokenizer.path", c.tokenizer.path);
 
   if (c.data.task.empty() == c.data.train_file.empty()) {

@@ -11,6 +11,7 @@
 namespace lockstep::orchestrator {
 
 absl::StatusOr<EvalResult> Evaluate(const Dataset& eval, const Tokenizer& tokenizer,
+                                    const PromptFormat& format,
                                     const std::vector<GeneratorClient*>& generators,
                                     rewards::RewardScorer& scorer,
                                     const v1::SamplingParams& sampling) {
@@ -21,14 +22,15 @@ absl::StatusOr<EvalResult> Evaluate(const Dataset& eval, const Tokenizer& tokeni
   size_t num_done = 0;
   absl::Status error;
   std::vector<std::optional<v1::GenerateResponse>> outputs(num);
+  std::vector<std::string> prompts(num);
   for (size_t i = 0; i < num; ++i) {
     const Example& example = eval.example(i);
-    if (!example.prompt.has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(eval.source(), ":", example.line_number, ": eval needs a plain prompt"));
-    }
-    absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(*example.prompt);
-    if (!ids.ok()) return ids.status();
+    const std::string where = absl::StrCat(eval.source(), ":", example.line_number, ": prompt: ");
+    absl::StatusOr<std::string> text = PromptText(example, format);
+    if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(where, text.status().message()));
+    prompts[i] = *std::move(text);
+    absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(prompts[i]);
+    if (!ids.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ids.status().message()));
     v1::GenerateRequest request;
     for (int32_t id : *ids) request.add_prompt_token_ids(id);
     request.set_n(1);
@@ -55,13 +57,14 @@ absl::StatusOr<EvalResult> Evaluate(const Dataset& eval, const Tokenizer& tokeni
   std::vector<rewards::RewardInput> items(num);
   for (size_t i = 0; i < num; ++i) {
     const Example& example = eval.example(i);
-    items[i].prompt = *example.prompt;
+    items[i].prompt = prompts[i];
     items[i].completion_token_ids.assign(outputs[i]->token_ids().begin(),
                                          outputs[i]->token_ids().end());
     absl::StatusOr<std::string> text =
         tokenizer.Decode(items[i].completion_token_ids, /*skip_special_tokens=*/true);
     items[i].completion = text.ok() ? *text : "";
     items[i].reference = example.answer.value_or("");
+    items[i].metadata = MetadataStrings(example);
   }
   std::vector<rewards::ItemOutcome> outcomes = scorer.Score(std::move(items));
   EvalResult result;

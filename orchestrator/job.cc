@@ -16,6 +16,7 @@
 #include "orchestrator/environment_rollouts.h"
 #include "orchestrator/evaluation.h"
 #include "orchestrator/job_services.h"
+#include "orchestrator/log_level.h"
 #include "orchestrator/metrics_log.h"
 #include "orchestrator/progress_line.h"
 #include "orchestrator/rl_loop.h"
@@ -48,27 +49,36 @@ class Job {
  private:
   absl::Status OpenRunDirectory();
   absl::Status PrepareModelAndData();
+  void LogPromptFormat();
   ServiceLaunch Launch() const;
   absl::StatusOr<LoopStart> Resume();
   absl::StatusOr<LoopStart> WarmStartAndEvaluate();
   absl::Status RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_this_run);
+  bool HasEval();
   absl::StatusOr<EvalResult> RunEval(const char* when);
   absl::Status Checkpoint(const std::string& cursor);
-  void Log(const std::string& line) { progress_.Message(absl::StrCat("lockstep run: ", line)); }
+  // A line on the console when `level` is at least [logging] level.
+  void Log(LogLevel level, const std::string& line) {
+    if (level >= log_level_) progress_.Message(absl::StrCat("lockstep run: ", line));
+  }
+  void Log(const std::string& line) { Log(LogLevel::kInfo, line); }
 
   const JobConfig config_;
   const JobRunOptions options_;
   const bool resuming_ = !options_.resume_dir.empty();
+  const LogLevel log_level_ = ParseLogLevel(config_.logging.level).value_or(LogLevel::kInfo);
   std::optional<RunDir> run_dir_;
   int64_t run_number_ = 1;
   std::string auth_token_;
   std::string model_dir_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  PromptFormat prompt_format_;
   TaskData data_;
   v1::SamplingParams sampling_;
   JobServices services_;
   ProgressLine progress_;
   EvalResult eval_before_;
+  int64_t eval_before_run_ = 0;  // the run that measured eval_before_ (0: unknown)
   RlTotals job_totals_;  // every step of the job: kept records of earlier runs, then this run's
   PromptLedger prompt_ledger_;  // this run's RL loop
 };
@@ -96,7 +106,9 @@ absl::StatusOr<JobSummary> Job::Run() {
   summary.name = config_.job.name;
   summary.runs = run_number_;
   summary.resumed = resuming_;
+  summary.held_out_eval = HasEval();
   summary.eval_before = eval_before_;
+  summary.eval_before_run = eval_before_run_;
   summary.eval_after = *after;
   summary.accuracy_before = eval_before_.accuracy;
   summary.accuracy_after = after->accuracy;
@@ -171,15 +183,36 @@ absl::Status Job::PrepareModelAndData() {
       !s.ok()) {
     return s;
   }
+  absl::StatusOr<PromptFormat> format =
+      ResolveJobPromptFormat(config_, model_dir_, tokenizer_path, *tokenizer_);
+  if (!format.ok()) return format.status();
+  prompt_format_ = *std::move(format);
   absl::StatusOr<TaskData> data = LoadTaskData(config_);
   if (!data.ok()) return data.status();
   data_ = *std::move(data);
-  for (int64_t id : StopTokens(*tokenizer_)) sampling_.add_stop_token_ids(id);
+  LogPromptFormat();
+  for (int32_t id : prompt_format_.stop_token_ids) sampling_.add_stop_token_ids(id);
   sampling_.set_temperature(config_.generator.temperature);
   sampling_.set_top_p(config_.generator.top_p);
   sampling_.set_top_k(config_.generator.top_k);
   sampling_.set_max_tokens(config_.generator.max_tokens);
   return absl::OkStatus();
+}
+
+// The template and stop tokens (info), and the first prompt of each set as the model sees it
+// (debug), so that a user can check them before a long run.
+void Job::LogPromptFormat() {
+  Log(DescribePromptFormat(prompt_format_, *tokenizer_));
+  if (prompt_format_.stop_token_ids.empty()) {
+    Log(LogLevel::kWarning,
+        "no stop tokens (no eos id in the model's files): completions run to max_tokens");
+  }
+  for (const auto& [name, set] : {std::pair{"train", data_.train.get()},
+                                  std::pair{"eval", data_.eval.get()}}) {
+    if (set == nullptr) continue;
+    absl::StatusOr<std::string> text = PromptText(set->example(0), prompt_format_);
+    if (text.ok()) Log(LogLevel::kDebug, absl::StrCat("first ", name, " prompt: ", *text));
+  }
 }
 
 ServiceLaunch Job::Launch() const {
@@ -214,10 +247,14 @@ absl::StatusOr<LoopStart> Job::Resume() {
   if (!kept.ok()) return kept.status();
   for (const StepRecord& record : *kept) job_totals_.Add(record);
   if (absl::Status s = services_.Sync(status->weight_version()); !s.ok()) return s;
+  // The "before" stays the first run's (a file from before `run` was written says run 1).
   absl::StatusOr<std::string> text = ReadFile(run_dir_->eval_before_path());
   if (text.ok()) {
     nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    if (json.is_object()) eval_before_ = json.get<EvalResult>();
+    if (json.is_object()) {
+      eval_before_ = json.get<EvalResult>();
+      eval_before_run_ = json.value("run", int64_t{1});
+    }
   }
   return LoopStart{*std::move(iterator), steps_done};
 }
@@ -230,15 +267,15 @@ absl::StatusOr<LoopStart> Job::WarmStartAndEvaluate() {
   if (!kept.ok()) return kept.status();
   job_totals_ = RlTotals();
   const uint64_t seed = static_cast<uint64_t>(config_.job.seed);
-  DatasetIterator sft(data_.sft ? data_.sft.get() : data_.train.get(), seed ^ 0x5F7ull);
-  const int64_t stop_token = sampling_.stop_token_ids_size() > 0 ? sampling_.stop_token_ids(0) : -1;
+  const Dataset& sft_set = data_.sft ? *data_.sft : *data_.train;
+  DatasetIterator sft(&sft_set, seed ^ 0x5F7ull);
   const absl::Time start = absl::Now();
   double loss = 0;
   int64_t version = 0;
   for (int64_t step = 0; step < config_.sft.steps; ++step) {
     if (StopRequested()) return absl::CancelledError("stopped by a signal during SFT");
     absl::StatusOr<v1::SftStepRequest> request =
-        SftBatch(sft, *tokenizer_, config_.sft.batch_size, stop_token);
+        SftBatch(sft, sft_set, *tokenizer_, prompt_format_, config_.sft.batch_size);
     if (!request.ok()) return request.status();
     absl::StatusOr<v1::TrainStepResponse> response = services_.trainer().SftStep(*request);
     if (!response.ok()) return response.status();
@@ -253,8 +290,11 @@ absl::StatusOr<LoopStart> Job::WarmStartAndEvaluate() {
   absl::StatusOr<EvalResult> before = RunEval("before");
   if (!before.ok()) return before.status();
   eval_before_ = *before;
-  if (absl::Status s = WriteFileAtomically(run_dir_->eval_before_path(),
-                                           nlohmann::json(eval_before_).dump(2) + "\n");
+  eval_before_run_ = HasEval() ? run_number_ : 0;
+  nlohmann::json eval_before_json = eval_before_;
+  eval_before_json["run"] = eval_before_run_;
+  if (absl::Status s =
+          WriteFileAtomically(run_dir_->eval_before_path(), eval_before_json.dump(2) + "\n");
       !s.ok()) {
     return s;
   }
@@ -270,6 +310,7 @@ absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_t
   loop_options.samples_per_prompt = config_.algorithm.samples_per_prompt;
   loop_options.max_staleness = config_.async.max_staleness;
   loop_options.sampling = sampling_;
+  loop_options.prompt_format = prompt_format_;
   absl::StatusOr<trainer::AdvantageKind> kind =
       trainer::ParseAdvantageKind(config_.algorithm.advantage);
   if (!kind.ok()) return kind.status();
@@ -328,8 +369,8 @@ absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_t
   *steps_this_run = loop.totals().steps;
   prompt_ledger_ = loop.ledger();
   if (absl::IsCancelled(run) || IsRestartBudgetSpent(run)) {
-    if (IsRestartBudgetSpent(run)) Log(std::string(run.message()));
-    Log("stopping: writing a checkpoint first");
+    if (IsRestartBudgetSpent(run)) Log(LogLevel::kWarning, std::string(run.message()));
+    Log(LogLevel::kWarning, "stopping: writing a checkpoint first");
     if (absl::Status s = Checkpoint(loop.DataCursor()); !s.ok()) return s;
     return run;
   }
@@ -338,14 +379,17 @@ absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_t
   return Checkpoint(loop.DataCursor());
 }
 
+// The held-out eval is single-turn: it has no meaning for a multi-turn job.
+bool Job::HasEval() {
+  return data_.eval != nullptr && services_.rewards().scorer() != nullptr &&
+         !config_.environment.enabled();
+}
+
 absl::StatusOr<EvalResult> Job::RunEval(const char* when) {
-  // The held-out eval is single-turn: it has no meaning for a multi-turn job.
-  if (data_.eval == nullptr || services_.rewards().scorer() == nullptr ||
-      config_.environment.enabled()) {
-    return EvalResult{};
-  }
-  absl::StatusOr<EvalResult> result = Evaluate(*data_.eval, *tokenizer_, services_.generators(),
-                                               *services_.rewards().scorer(), sampling_);
+  if (!HasEval()) return EvalResult{};
+  absl::StatusOr<EvalResult> result =
+      Evaluate(*data_.eval, *tokenizer_, prompt_format_, services_.generators(),
+               *services_.rewards().scorer(), sampling_);
   if (result.ok()) {
     Log(absl::StrCat("eval ", when, " RL: accuracy ", result->accuracy, " (", result->num_correct,
                      "/", result->num_prompts, "), ", result->seconds, " s"));

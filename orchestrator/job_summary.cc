@@ -1,6 +1,15 @@
 #include "orchestrator/job_summary.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace lockstep::orchestrator {
+
+std::string EvalResult::accuracy_text() const {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.3f (%lld/%lld)", accuracy,
+                static_cast<long long>(num_correct), static_cast<long long>(num_prompts));
+  return text;
+}
 
 void SetTotals(const RlTotals& totals, JobSummary& summary) {
   summary.parity_tokens_compared = totals.parity_tokens_compared;
@@ -32,9 +41,20 @@ void PrintSummaryTable(const JobSummary& summary, const std::string& run_dir, FI
                  static_cast<long long>(summary.episodes->episodes),
                  static_cast<long long>(summary.episodes->failed),
                  static_cast<long long>(summary.episodes->turns));
+  } else if (!summary.held_out_eval) {
+    std::fprintf(out, "  %-28s %s\n", "held-out accuracy", "no eval (no eval set, or eval_size 0)");
   } else {
-    std::fprintf(out, "  %-28s %.3f\n", "held-out accuracy before RL", summary.accuracy_before);
-    std::fprintf(out, "  %-28s %.3f\n", "held-out accuracy after RL", summary.accuracy_after);
+    // After a resume the "before" is the first run's; each figure says which run measured it.
+    const std::string before_label =
+        summary.eval_before_run == 0
+            ? std::string("not measured")
+            : absl::StrCat(summary.eval_before.accuracy_text(), " (run ", summary.eval_before_run,
+                           ", before step 1)");
+    std::fprintf(out, "  %-28s %s\n", "held-out accuracy before RL", before_label.c_str());
+    const std::string after_label =
+        absl::StrCat(summary.eval_after.accuracy_text(), " (run ", summary.runs, ", after step ",
+                     summary.rl_steps, ")");
+    std::fprintf(out, "  %-28s %s\n", "held-out accuracy after RL", after_label.c_str());
   }
   std::fprintf(out, "  %-28s %lld of %lld\n", "reward items failed",
                static_cast<long long>(summary.reward_items_failed),

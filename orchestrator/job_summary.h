@@ -31,6 +31,8 @@ struct EvalResult {
   double accuracy = 0;     // num_correct / num_prompts
   double reward_mean = 0;  // over scored items
   double seconds = 0;
+  // "0.250 (50/200)": the accuracy with its counts.
+  std::string accuracy_text() const;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EvalResult, accuracy, num_prompts, num_correct,
                                                 num_failed, reward_mean, seconds)
@@ -41,8 +43,12 @@ struct JobSummary {
   bool resumed = false;  // the last run was a resume
   double accuracy_before = 0;
   double accuracy_after = 0;
-  EvalResult eval_before;  // before RL (the first run's, kept in eval_before.json)
-  EvalResult eval_after;
+  // The held-out eval: false when the job has none (data.eval_size = 0, no eval set, or a
+  // multi-turn job); eval_before and eval_after are then empty.
+  bool held_out_eval = false;
+  EvalResult eval_before;       // before RL: the first run's, kept in eval_before.json
+  int64_t eval_before_run = 0;  // the run that measured it (0: none did, e.g. a lost file)
+  EvalResult eval_after;        // after the last run's last step (rl_steps)
   int64_t rl_steps = 0;  // RL steps done, all runs
   int64_t rl_steps_this_run = 0;
   int64_t parity_tokens_compared = 0;
@@ -66,7 +72,8 @@ struct JobSummary {
   std::optional<PromptLedger> prompts;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed, accuracy_before,
-                                                accuracy_after, eval_before, eval_after, rl_steps,
+                                                accuracy_after, held_out_eval, eval_before,
+                                                eval_before_run, eval_after, rl_steps,
                                                 rl_steps_this_run, parity_tokens_compared,
                                                 parity_tokens_mismatched, parity_max_abs_diff,
                                                 samples_trained, reward_items_sent,

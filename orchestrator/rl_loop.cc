@@ -29,15 +29,6 @@ uint64_t PromptSeed(uint64_t seed, int64_t index) {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
-std::map<std::string, std::string> MetadataStrings(const Example& example) {
-  std::map<std::string, std::string> metadata;
-  if (example.metadata.is_object()) {
-    for (const auto& [key, value] : example.metadata.items()) {
-      metadata[key] = value.is_string() ? value.get<std::string>() : value.dump();
-    }
-  }
-  return metadata;
-}
 
 // One reward item per sample of a generated prompt: the completion decoded (for an episode, the
 // whole transcript after the prompt, observations included).
@@ -232,13 +223,12 @@ absl::Status RlLoop::SubmitPrompt() {
   auto prompt = std::make_shared<PromptInFlight>();
   prompt->index = next_prompt_index_++;
   prompt->example = &example;
-  if (example.prompt.has_value()) {
-    prompt->prompt_text = *example.prompt;  // plain text, as in the dataset
-  } else {
-    absl::StatusOr<std::string> rendered = RenderPrompt(example, ChatTemplateFamily::kQwen3);
-    if (!rendered.ok()) return rendered.status();
-    prompt->prompt_text = *rendered;
+  absl::StatusOr<std::string> rendered = PromptText(example, options_.prompt_format);
+  if (!rendered.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(dataset_->source(), ":", example.line_number,
+                                                   ": prompt: ", rendered.status().message()));
   }
+  prompt->prompt_text = *std::move(rendered);
   absl::StatusOr<std::vector<int32_t>> ids = services_.tokenizer->Encode(prompt->prompt_text);
   if (!ids.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(dataset_->source(), ":", example.line_number,

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "data/dataset_iterator.h"
+#include "data/prompt_format.h"
 #include "model/tokenizer/tokenizer.h"
 #include "orchestrator/environment_rollouts.h"
 #include "orchestrator/generator_client.h"
@@ -50,6 +51,7 @@ struct RlLoopOptions {
   int64_t samples_per_prompt = 8;
   int64_t max_staleness = 0;
   v1::SamplingParams sampling;  // temperature, top-p/k, max_tokens, stop tokens
+  PromptFormat prompt_format;   // how a dataset row becomes the prompt text (chat template)
   trainer::AdvantageOptions advantages;
   std::string parity = "strict";  // "strict" | "report" | "off"
   int64_t checkpoint_every = 0;   // RL steps between checkpoints; 0 = none inside the loop

@@ -1,6 +1,7 @@
 #include "orchestrator/task_data.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -25,44 +26,59 @@ absl::StatusOr<TaskData> LoadTaskData(const JobConfig& config) {
     if (config.data.eval_size > 0) data.eval = std::make_unique<Dataset>(std::move(task->eval));
     return data;
   }
-  absl::StatusOr<Dataset> train = LoadJsonlDataset(config.data.train_file);
+  DatasetFields fields;
+  fields.prompt_field = config.data.prompt_field;
+  fields.answer_field = config.data.answer_field;
+  absl::StatusOr<Dataset> train = LoadJsonlDataset(config.data.train_file, fields);
   if (!train.ok()) return train.status();
   data.train = std::make_unique<Dataset>(*std::move(train));
   if (!config.data.eval_file.empty()) {
-    absl::StatusOr<Dataset> eval = LoadJsonlDataset(config.data.eval_file);
+    absl::StatusOr<Dataset> eval = LoadJsonlDataset(config.data.eval_file, fields);
     if (!eval.ok()) return eval.status();
-    data.eval = std::make_unique<Dataset>(*std::move(eval));
+    // The first eval_size rows; none at 0.
+    std::vector<Example> rows = eval->examples();
+    rows.resize(std::min<size_t>(rows.size(), static_cast<size_t>(config.data.eval_size)));
+    if (!rows.empty()) data.eval = std::make_unique<Dataset>(std::move(rows), eval->source());
   }
   return data;
 }
 
-absl::StatusOr<v1::SftStepRequest> SftBatch(DatasetIterator& iterator, const Tokenizer& tokenizer,
-                                            int64_t batch_size, int64_t stop_token) {
+absl::StatusOr<PromptFormat> ResolveJobPromptFormat(const JobConfig& config,
+                                                    const std::string& model_dir,
+                                                    const std::string& tokenizer_path,
+                                                    const Tokenizer& tokenizer) {
+  const std::filesystem::path path(tokenizer_path);
+  const std::filesystem::path tokenizer_dir =
+      std::filesystem::is_directory(path) ? path : path.parent_path();
+  PromptFormatOptions options;
+  options.chat_template = config.tokenizer.chat_template;
+  options.enable_thinking = config.tokenizer.enable_thinking;
+  options.apply_to_plain_prompts = config.data.apply_chat_template && config.data.task.empty();
+  return ResolvePromptFormat(tokenizer_dir, model_dir, tokenizer, options);
+}
+
+absl::StatusOr<v1::SftStepRequest> SftBatch(DatasetIterator& iterator, const Dataset& dataset,
+                                            const Tokenizer& tokenizer,
+                                            const PromptFormat& format, int64_t batch_size) {
   v1::SftStepRequest request;
   for (int64_t i = 0; i < batch_size; ++i) {
     const Example& example = iterator.Next();
-    if (!example.prompt.has_value() || !example.answer.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat("sft: example at line ", example.line_number,
-                                                     " needs a prompt and an answer"));
+    const std::string where = absl::StrCat(dataset.source(), ":", example.line_number);
+    if (!example.answer.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": SFT needs an answer"));
     }
-    absl::StatusOr<std::vector<int32_t>> prompt = tokenizer.Encode(*example.prompt);
+    absl::StatusOr<std::string> text = PromptText(example, format);
+    if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", text.status().message()));
+    absl::StatusOr<std::vector<int32_t>> prompt = tokenizer.Encode(*text);
     if (!prompt.ok()) return prompt.status();
     absl::StatusOr<std::vector<int32_t>> answer = tokenizer.Encode(*example.answer);
     if (!answer.ok()) return answer.status();
     v1::SftExample* out = request.add_examples();
     for (int32_t id : *prompt) out->add_prompt_token_ids(id);
     for (int32_t id : *answer) out->add_completion_token_ids(id);
-    if (stop_token >= 0) out->add_completion_token_ids(stop_token);
+    if (!format.stop_token_ids.empty()) out->add_completion_token_ids(format.stop_token_ids[0]);
   }
   return request;
-}
-
-std::vector<int64_t> StopTokens(const Tokenizer& tokenizer) {
-  std::vector<int64_t> ids;
-  for (const char* token : {"<|im_end|>", "<|endoftext|>"}) {
-    if (std::optional<int32_t> id = tokenizer.TokenToId(token)) ids.push_back(*id);
-  }
-  return ids;
 }
 
 }  // namespace lockstep::orchestrator

@@ -1,6 +1,7 @@
 // The data a job trains and evaluates on: the task's train, eval and SFT warm-start sets (the
-// built-in arithmetic task, or JSONL files), the SFT batches built from them, and the tokens
-// after which a completion ends.
+// built-in arithmetic task, or JSONL files, their fields where [data] prompt_field/answer_field
+// say), the prompt format (chat template, stop tokens) from the model's files, and the SFT
+// batches built from them.
 //
 // Pure functions over the config and the datasets; thread-compatible.
 #ifndef LOCKSTEP_ORCHESTRATOR_TASK_DATA_H_
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "data/dataset_iterator.h"
 #include "data/jsonl_dataset.h"
+#include "data/prompt_format.h"
 #include "model/tokenizer/tokenizer.h"
 #include "orchestrator/config.h"
 #include "proto/trainer.pb.h"
@@ -25,19 +27,26 @@ struct TaskData {
   std::unique_ptr<Dataset> sft;   // the warm-start set when it differs from train
 };
 
-// [data] of the config: the arithmetic task (seeded by job.seed) or train_file / eval_file.
-// Errors name the file or the option that failed.
+// [data] of the config: the arithmetic task (seeded by job.seed) or train_file / eval_file,
+// each row's prompt and answer read from data.prompt_field / data.answer_field. Errors name the
+// file and line, or the option that failed.
 absl::StatusOr<TaskData> LoadTaskData(const JobConfig& config);
 
-// A batch of `batch_size` SFT examples from `iterator`: prompt tokens, then the reference
-// answer and `stop_token` (left out when < 0). InvalidArgument naming the line of an example
-// without a prompt or an answer.
-absl::StatusOr<v1::SftStepRequest> SftBatch(DatasetIterator& iterator, const Tokenizer& tokenizer,
-                                            int64_t batch_size, int64_t stop_token);
+// The prompt format of the job ([tokenizer] chat_template / enable_thinking, [data]
+// apply_chat_template) read from the tokenizer's and the model's files (data/prompt_format.h).
+// The built-in arithmetic task's prompts are completions ("17+8=") and stay untemplated.
+// `tokenizer_path` is the tokenizer.json or its directory.
+absl::StatusOr<PromptFormat> ResolveJobPromptFormat(const JobConfig& config,
+                                                    const std::string& model_dir,
+                                                    const std::string& tokenizer_path,
+                                                    const Tokenizer& tokenizer);
 
-// The tokens after which a completion ends: the tokenizer's end-of-turn and end-of-text, those
-// it has.
-std::vector<int64_t> StopTokens(const Tokenizer& tokenizer);
+// A batch of `batch_size` SFT examples from `iterator`: the prompt as the model sees it
+// (PromptText), then the reference answer and the format's first stop token (none without one).
+// InvalidArgument naming the file and line of an example without an answer.
+absl::StatusOr<v1::SftStepRequest> SftBatch(DatasetIterator& iterator, const Dataset& dataset,
+                                            const Tokenizer& tokenizer,
+                                            const PromptFormat& format, int64_t batch_size);
 
 }  // namespace lockstep::orchestrator
 

@@ -179,6 +179,12 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
   EXPECT_EQ(split["reward_items_sent"], summary["reward_items_sent"]);
   EXPECT_EQ(split["parity_tokens_compared"], summary["parity_tokens_compared"]);
   EXPECT_EQ(summary["runs"], 1);
+  // The held-out "before" is the first run's, and each figure names the run that measured it.
+  EXPECT_EQ(split["eval_before_run"], 1);
+  EXPECT_EQ(split["eval_before"]["accuracy"], summary["eval_before"]["accuracy"]);
+  EXPECT_EQ(split["eval_before"]["num_prompts"], 16);
+  EXPECT_NE(resumed.output.find("(run 1, before step 1)"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("(run 2, after step 4)"), std::string::npos) << resumed.output;
   const fs::path a = LatestWeights(root_ / "full" / "checkpoints");
   const fs::path b = LatestWeights(root_ / "split" / "checkpoints");
   ASSERT_FALSE(a.empty());

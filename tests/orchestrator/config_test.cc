@@ -253,6 +253,38 @@ progress = false
   EXPECT_EQ(ResolvedConfigToml(a), ResolvedConfigToml(b));
 }
 
+TEST(ConfigTest, PromptFormatAndFieldKeysAreReadCheckedAndWritten) {
+  std::string dir = TempDir();
+  absl::StatusOr<JobConfig> config = ParseJobConfig(
+      kMinimal, "recipe.toml",
+      {"tokenizer.chat_template=llama3", "tokenizer.enable_thinking=false",
+       "data.apply_chat_template=false", "data.prompt_field=conversations",
+       "data.answer_field=reward_model.ground_truth", "logging.level=warning"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tokenizer.chat_template, "llama3");
+  EXPECT_FALSE(config->tokenizer.enable_thinking);
+  EXPECT_FALSE(config->data.apply_chat_template);
+  ASSERT_TRUE(WriteResolvedConfig(*config, dir + "/config.toml").ok());
+  absl::StatusOr<JobConfig> again = LoadJobConfig(dir + "/config.toml");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->tokenizer.chat_template, "llama3");
+  EXPECT_FALSE(again->tokenizer.enable_thinking);
+  EXPECT_FALSE(again->data.apply_chat_template);
+  EXPECT_EQ(again->data.prompt_field, "conversations");
+  EXPECT_EQ(again->data.answer_field, "reward_model.ground_truth");
+  EXPECT_EQ(again->logging.level, "warning");
+
+  absl::StatusOr<JobConfig> unknown =
+      ParseJobConfig(kMinimal, "recipe.toml", {"tokenizer.chat_template=mistral"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("tokenizer.chat_template"));
+  // model.dtype is gone: both services compute in float32 (configs/README.md says why).
+  absl::StatusOr<JobConfig> dtype =
+      ParseJobConfig(kMinimal, "recipe.toml", {"model.dtype=bfloat16"});
+  ASSERT_FALSE(dtype.ok());
+  EXPECT_THAT(std::string(dtype.status().message()), HasSubstr("dtype"));
+}
+
 TEST(ConfigTest, TrainerOptionsCarryTheTrainerKeys) {
   absl::StatusOr<JobConfig> config =
       ParseJobConfig(kMinimal, "recipe.toml", {"trainer.lr=2e-5", "job.steps=12"});

@@ -1,0 +1,287 @@
+// End to end on the user's own model and data: `lockstep run` (real trainer and generator
+// processes on loopback) on a bf16 Hugging Face style checkpoint with a chat JSONL whose fields
+// are renamed and nested, a chat eval file, the chat template and stop tokens from the model's
+// files, [logging] level, "no eval", and bad inputs stopped before any service starts.
+//
+// The tokenizers here are the tiny models' byte-level vocabulary with Qwen3's or Llama 3's
+// special tokens and chat_template (the real Qwen3 / Llama 3 tokenizer.json files come from
+// scripts/fetch_tokenizers.sh, which needs the network; their renderings are the golden tests
+// of tests/tokenizer).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "model/tokenizer/byte_tokenizer_writer.h"
+#include "model/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/run_lockstep.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+using test_support::Outcome;
+using test_support::ReadFile;
+using test_support::RunLockstep;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Word problems in a chat layout with custom names: the prompt under "conversations", the
+// answer nested at reward_model.ground_truth (as verl keeps it), extra columns as metadata.
+std::string ChatRows(int first, int count) {
+  std::string rows;
+  for (int i = first; i < first + count; ++i) {
+    nlohmann::json row = {
+        {"conversations",
+         {{{"role", "system"}, {"content", "Answer with the number."}},
+          {{"role", "user"}, {"content", absl::StrCat(i, "+", i % 5, "=")}}}},
+        {"reward_model", {{"style", "rule"}, {"ground_truth", std::to_string(i + i % 5)}}},
+        {"data_source", "sums"}};
+    rows += row.dump() + "\n";
+  }
+  return rows;
+}
+
+class DatasetE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            absl::StrCat("lockstep_dataset_e2e_", getpid(), "_",
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+    std::ofstream(root_ / "train.jsonl") << ChatRows(1, 8);
+    std::ofstream(root_ / "eval.jsonl") << ChatRows(20, 3);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // `lockstep init-model` into root_/name with bf16 weights.
+  fs::path InitModel(const std::string& name, const std::string& arch) {
+    const fs::path dir = root_ / name;
+    Outcome init = RunLockstep({"init-model", "--arch", arch, "--preset", "tiny", "--dtype",
+                                "bfloat16", "--out", dir.string(), "--seed", "5"},
+                               root_ / (name + "_init.log"));
+    EXPECT_EQ(init.exit_code, 0) << init.output;
+    return dir;
+  }
+
+  fs::path WriteJob(const fs::path& model, const std::string& extra = "") {
+    const fs::path job = root_ / "job.toml";
+    std::ofstream(job) << absl::StrCat(R"(
+[job]
+steps = 2
+seed = 4
+output_root = ")", root_.string(), R"("
+[model]
+path = ")", model.string(), R"("
+mode = "batch_invariant"
+[data]
+train_file = ")", (root_ / "train.jsonl").string(), R"("
+eval_file = ")", (root_ / "eval.jsonl").string(), R"("
+prompt_field = "conversations"
+answer_field = "reward_model.ground_truth"
+[generator]
+max_tokens = 6
+[algorithm]
+prompts_per_step = 2
+samples_per_prompt = 2
+drop_zero_variance_groups = false
+[parity]
+mode = "strict"
+[logging]
+progress = false
+)", extra);
+    return job;
+  }
+
+  Outcome Run(const fs::path& job, const std::string& name, std::vector<std::string> sets = {}) {
+    std::vector<std::string> args = {"run", job.string(), "--name", name};
+    for (const std::string& set : sets) {
+      args.push_back("--set");
+      args.push_back(set);
+    }
+    return RunLockstep(args, root_ / (name + ".log"));
+  }
+
+  fs::path root_;
+};
+
+TEST_F(DatasetE2eTest, Qwen3ChatJobWithNestedFieldsTrainsEvaluatesAndPrintsAtTheLevel) {
+  const fs::path model = InitModel("qwen3", "qwen3");
+  const fs::path job = WriteJob(model);
+  Outcome debug = Run(job, "debug", {"logging.level=debug"});
+  ASSERT_EQ(debug.exit_code, 0) << debug.output;
+  // The reference rendering of Qwen3's chat_template for the first rows.
+  EXPECT_THAT(debug.output, HasSubstr("lockstep run: first train prompt: <|im_start|>system\n"
+                                      "Answer with the number.<|im_end|>\n<|im_start|>user\n"
+                                      "1+1=<|im_end|>\n<|im_start|>assistant\n"));
+  EXPECT_THAT(debug.output, HasSubstr("lockstep run: first eval prompt: <|im_start|>system\n"
+                                      "Answer with the number.<|im_end|>\n<|im_start|>user\n"
+                                      "20+0=<|im_end|>\n<|im_start|>assistant\n"));
+  EXPECT_THAT(debug.output, HasSubstr("chat template qwen3 (" +
+                                      (model / "tokenizer_config.json").string() +
+                                      "), plain prompts templated, stop tokens [258 <|im_end|>, "
+                                      "256 <|endoftext|>]"));
+  nlohmann::json summary = nlohmann::json::parse(ReadFile(root_ / "debug" / "summary.json"));
+  EXPECT_EQ(summary["rl_steps"], 2);
+  EXPECT_GT(summary["parity_tokens_compared"].get<int64_t>(), 0);
+  EXPECT_EQ(summary["parity_tokens_mismatched"], 0);
+  EXPECT_EQ(summary["held_out_eval"], true);
+  EXPECT_EQ(summary["eval_before"]["num_prompts"], 3);
+  EXPECT_EQ(summary["eval_before_run"], 1);
+  EXPECT_EQ(summary["eval_after"]["num_prompts"], 3);
+  EXPECT_EQ(summary["reward_items_failed"], 0);
+  EXPECT_THAT(debug.output, HasSubstr("(run 1, before step 1)"));
+  EXPECT_THAT(debug.output, HasSubstr("(run 1, after step 2)"));
+
+  // At "warning" the orchestrator's info lines are gone; with eval_size 0 there is no eval and
+  // the summary says so instead of an accuracy of 0.
+  Outcome quiet = Run(job, "quiet", {"logging.level=warning", "data.eval_size=0"});
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_THAT(quiet.output, Not(HasSubstr("lockstep run:")));
+  EXPECT_THAT(quiet.output, HasSubstr("no eval (no eval set, or eval_size 0)"));
+  EXPECT_THAT(quiet.output, Not(HasSubstr("held-out accuracy before RL")));
+  nlohmann::json quiet_summary = nlohmann::json::parse(ReadFile(root_ / "quiet" / "summary.json"));
+  EXPECT_EQ(quiet_summary["held_out_eval"], false);
+  EXPECT_EQ(quiet_summary["parity_tokens_mismatched"], 0);
+}
+
+TEST_F(DatasetE2eTest, Llama3ModelGetsTheLlama3TemplateAndStopsOnEotId) {
+  const fs::path model = InitModel("llama3", "llama");
+  // Llama 3's special tokens on the byte-level vocabulary, its chat_template and eos files.
+  nlohmann::json tokenizer = ByteLevelTokenizerJson();
+  const char* names[] = {"<|end_of_text|>", "<|begin_of_text|>", "<|eot_id|>",
+                         "<|start_header_id|>", "<|end_header_id|>"};
+  for (int i = 0; i < 5; ++i) {
+    tokenizer["added_tokens"][i]["content"] = names[i];
+    tokenizer["added_tokens"][i]["special"] = true;
+  }
+  std::ofstream(model / "tokenizer.json") << tokenizer.dump();
+  nlohmann::json config = ByteLevelTokenizerConfigJson();
+  config.erase("added_tokens_decoder");
+  config["chat_template"] =
+      "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+      "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}";
+  config["bos_token"] = "<|begin_of_text|>";
+  config["eos_token"] = "<|eot_id|>";
+  std::ofstream(model / "tokenizer_config.json") << config.dump();
+  std::ofstream(model / "generation_config.json") << R"({"eos_token_id": [256, 258]})";
+
+  Outcome run = Run(WriteJob(model), "llama", {"logging.level=debug", "sft.steps=2",
+                                               "sft.batch_size=4"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr("lockstep run: first train prompt: <|begin_of_text|><|start_header_id|>"
+                        "system<|end_header_id|>\n\nAnswer with the number.<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\n1+1=<|eot_id|>"
+                        "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+  EXPECT_THAT(run.output, HasSubstr("chat template llama3 (" +
+                                    (model / "tokenizer_config.json").string() +
+                                    "), plain prompts templated, stop tokens [258 <|eot_id|>, "
+                                    "256 <|end_of_text|>]"));
+  EXPECT_THAT(run.output, Not(HasSubstr("im_end")));
+  nlohmann::json summary = nlohmann::json::parse(ReadFile(root_ / "llama" / "summary.json"));
+  EXPECT_EQ(summary["rl_steps"], 2);
+  EXPECT_EQ(summary["parity_tokens_mismatched"], 0);
+}
+
+TEST_F(DatasetE2eTest, BadInputsStopBeforeAnyServiceStarts) {
+  const fs::path model = InitModel("qwen3", "qwen3");
+  const fs::path job = WriteJob(model);
+  const auto expect_stopped = [&](const std::string& name, const Outcome& outcome,
+                                  const std::string& expected) {
+    EXPECT_NE(outcome.exit_code, 0) << name;
+    EXPECT_THAT(outcome.output, HasSubstr(expected)) << name;
+    EXPECT_FALSE(fs::exists(root_ / name / "logs" / "trainer.log")) << name;
+  };
+  // A row without the mapped field, and a line that is not UTF-8.
+  std::ofstream(root_ / "bad.jsonl") << ChatRows(1, 2)
+                                     << R"({"conversations": [{"role": "user", "content": "x"}]})"
+                                     << "\n{\"conversations\": \"caf\xE9\"}\n";
+  expect_stopped("rows",
+                 Run(job, "rows", {absl::StrCat("data.train_file=\"",
+                                                (root_ / "bad.jsonl").string(), "\"")}),
+                 (root_ / "bad.jsonl").string() +
+                     ":3: missing field 'reward_model.ground_truth' (data.answer_field)");
+  EXPECT_THAT(ReadFile(root_ / "rows.log"),
+              HasSubstr((root_ / "bad.jsonl").string() + ":4: not valid UTF-8"));
+  // A chat template we do not know.
+  nlohmann::json config = nlohmann::json::parse(ReadFile(model / "tokenizer_config.json"));
+  config["chat_template"] = "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}";
+  std::ofstream(model / "tokenizer_config.json") << config.dump();
+  expect_stopped("template", Run(job, "template"),
+                 (model / "tokenizer_config.json").string() + ": unrecognised chat_template");
+  // ... which an explicit family overrides.
+  // A tokenizer larger than the model's embedding (512 ids).
+  nlohmann::json tokenizer = nlohmann::json::parse(ReadFile(model / "tokenizer.json"));
+  tokenizer["added_tokens"].push_back({{"id", 600},
+                                       {"content", "<|extra|>"},
+                                       {"single_word", false},
+                                       {"lstrip", false},
+                                       {"rstrip", false},
+                                       {"normalized", false},
+                                       {"special", true}});
+  std::ofstream(model / "tokenizer.json") << tokenizer.dump();
+  expect_stopped("vocab", Run(job, "vocab", {"tokenizer.chat_template=qwen3"}),
+                 "more than the model's embedding (vocab_size 512");
+  // No tokenizer files at all.
+  fs::remove(model / "tokenizer.json");
+  fs::remove(model / "tokenizer_config.json");
+  expect_stopped("missing", Run(job, "missing"), "tokenizer.json");
+}
+
+TEST_F(DatasetE2eTest, DataCheckPrintsTheFirstRowsAsTheModelSeesThem) {
+  const fs::path model = InitModel("qwen3", "qwen3");
+  const fs::path job = WriteJob(model);
+  const fs::path train = root_ / "train.jsonl";
+  Outcome check = RunLockstep({"data", "check", train.string(), "--config", job.string(),
+                               "--rows", "2"},
+                              root_ / "check.log");
+  ASSERT_EQ(check.exit_code, 0) << check.output;
+  const std::string first_prompt =
+      "<|im_start|>system\nAnswer with the number.<|im_end|>\n<|im_start|>user\n1+1=<|im_end|>\n"
+      "<|im_start|>assistant\n";
+  std::unique_ptr<Tokenizer> tokenizer = *Tokenizer::FromFile(model);
+  const size_t num_tokens = tokenizer->Encode(first_prompt)->size();
+  EXPECT_THAT(check.output, HasSubstr(train.string() + ": 8 rows, prompt_field \"conversations\", "
+                                      "answer_field \"reward_model.ground_truth\""));
+  EXPECT_THAT(check.output, HasSubstr("chat template qwen3"));
+  EXPECT_THAT(check.output, HasSubstr(absl::StrCat("--- ", train.string(), ":1 ---\nprompt (",
+                                                   num_tokens, " tokens):\n", first_prompt,
+                                                   "\nanswer: 2\nmetadata: ")));
+  EXPECT_THAT(check.output, HasSubstr("\"data_source\":\"sums\""));
+  EXPECT_THAT(check.output, HasSubstr(train.string() + ":2 ---"));
+  EXPECT_THAT(check.output, Not(HasSubstr(train.string() + ":3 ---")));
+  // Plain prompts are templated unless data.apply_chat_template = false.
+  std::ofstream(root_ / "plain.jsonl") << R"({"prompt": "2+2?", "answer": "4"})" << "\n";
+  const std::vector<std::string> plain = {"data", "check", (root_ / "plain.jsonl").string(),
+                                          "--config", job.string(), "--set",
+                                          "data.prompt_field=prompt", "--set",
+                                          "data.answer_field=answer"};
+  Outcome templated = RunLockstep(plain, root_ / "templated.log");
+  ASSERT_EQ(templated.exit_code, 0) << templated.output;
+  EXPECT_THAT(templated.output,
+              HasSubstr("<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n\nanswer: 4"));
+  std::vector<std::string> raw_args = plain;
+  raw_args.insert(raw_args.end(), {"--set", "data.apply_chat_template=false"});
+  Outcome raw = RunLockstep(raw_args, root_ / "raw.log");
+  ASSERT_EQ(raw.exit_code, 0) << raw.output;
+  EXPECT_THAT(raw.output, HasSubstr("prompt (4 tokens):\n2+2?\nanswer: 4"));
+  // A bad file names every bad row and exits 1.
+  std::ofstream(root_ / "bad.jsonl") << ChatRows(1, 1) << "{\"conversations\": 3}\n";
+  Outcome bad = RunLockstep({"data", "check", (root_ / "bad.jsonl").string(), "--config",
+                             job.string()},
+                            root_ / "bad.log");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.output, HasSubstr((root_ / "bad.jsonl").string() +
+                                    ":2: 'conversations' is neither a string nor"));
+}
+
+}  // namespace
+}  // namespace lockstep
