@@ -129,6 +129,7 @@ absl::StatusOr<std::vector<std::shared_ptr<PromptInFlight>>> RolloutQueue::WaitF
         absl::StrCat("rollout queue holds ", queue_.size(), " prompts, ", count, " needed"));
   }
   absl::Time last = absl::Now();
+  bool tended = false;  // tend runs once per wake-up
   while (true) {
     if (!error_.ok()) return error_;
     bool all_generated = true, all_scored = true;
@@ -141,15 +142,15 @@ absl::StatusOr<std::vector<std::shared_ptr<PromptInFlight>>> RolloutQueue::WaitF
     last = now;
     if (all_scored) break;
     if (stop && stop()) return absl::CancelledError("stopped by a signal");
-    if (tend) {
+    if (tend && !tended) {
       lock.unlock();
-      absl::Status tended = tend();
+      absl::Status status = tend();
       lock.lock();
-      if (!tended.ok()) return tended;
-      bool any_failed = false;
-      for (const auto& prompt : queue_) any_failed = any_failed || prompt->call_failed;
-      if (any_failed) continue;  // failed while tend ran: tend again at once
+      if (!status.ok()) return status;
+      tended = true;
+      continue;  // what tend did may complete the batch
     }
+    tended = false;
     changed_.wait_for(lock, std::chrono::milliseconds(100));
   }
   std::vector<std::shared_ptr<PromptInFlight>> batch(queue_.begin(), queue_.begin() + count);

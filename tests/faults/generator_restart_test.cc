@@ -209,6 +209,12 @@ TEST_F(GeneratorRestartTest, SpentBudgetStopsCleanlyAfterACheckpointAndResumeCon
   generator = ProcessWritingTo(generator_log);
   ASSERT_GT(generator, 0);
   ASSERT_EQ(kill(generator, SIGKILL), 0);
+  // Named on the console within a second (the supervisor reaps it the moment it dies).
+  const std::string named =
+      absl::StrCat("service generator0 (pid ", generator, ") was killed by signal 9 (Killed)");
+  EXPECT_TRUE(WaitFor([&] { return ReadFile(log).find(named) != std::string::npos; },
+                      std::chrono::seconds(1)))
+      << ReadFile(log);
   // The only generator: the job waits for its restart, then goes on.
   ASSERT_TRUE(WaitFor([&] { return ReadFile(log).find("generator0 is back at") != std::string::npos; },
                       std::chrono::seconds(60)))
