@@ -562,6 +562,7 @@ absl::StatusOr<JobConfig> ParseJobConfig(const std::string& toml_text,
   config.source = source_name;
   ReadSections(root, &context, &config);
   if (!context.errors.empty()) return JoinedErrors(context.errors);
+  for (const auto& [key, location] : context.locations) config.given_keys.insert(key);
 
   std::vector<std::string> problems = CheckJobConfig(config, [&](const std::string& key) {
     auto location = context.locations.find(key);

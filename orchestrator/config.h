@@ -14,6 +14,7 @@
 #define LOCKSTEP_ORCHESTRATOR_CONFIG_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -212,6 +213,9 @@ struct JobConfig {
 
   // Where the config came from (a path, or "<string>"); for messages only.
   std::string source;
+  // The keys ("section.key") the recipe or a --set override gave; the others hold defaults
+  // (which the model's generation_config.json may replace: task_data.h).
+  std::set<std::string> given_keys;
 };
 
 // Reads `path`, applies `overrides` ("section.key=value", in order) and validates the result.

@@ -411,7 +411,15 @@ std::string RunDirectory(const JobConfig& config) {
 }
 
 absl::StatusOr<JobSummary> RunJob(const JobConfig& config, const JobRunOptions& options) {
-  Job job(config, options);
+  // The model's sampling defaults are resolved first, so that everything (the trainer's
+  // temperature, the resolved config.toml, mismatch records) sees the values that sample.
+  JobConfig effective = config;
+  if (!config.model.path.empty()) {
+    if (absl::Status s = ApplyGenerationConfigDefaults(config.model.path, &effective); !s.ok()) {
+      return s;
+    }
+  }
+  Job job(effective, options);
   return job.Run();
 }
 

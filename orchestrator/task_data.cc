@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <utility>
 
@@ -55,6 +56,38 @@ absl::StatusOr<PromptFormat> ResolveJobPromptFormat(const JobConfig& config,
   options.enable_thinking = config.tokenizer.enable_thinking;
   options.apply_to_plain_prompts = config.data.apply_chat_template && config.data.task.empty();
   return ResolvePromptFormat(tokenizer_dir, model_dir, tokenizer, options);
+}
+
+absl::Status ApplyGenerationConfigDefaults(const std::string& model_dir, JobConfig* config) {
+  const std::filesystem::path path = std::filesystem::path(model_dir) / "generation_config.json";
+  std::ifstream in(path);
+  if (!in) return absl::OkStatus();
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path.string(), " is not a JSON object"));
+  }
+  GeneratorSection& generator = config->generator;
+  for (const auto& [name, target] : {std::pair{"temperature", &generator.temperature},
+                                     std::pair{"top_p", &generator.top_p}}) {
+    if (!json.contains(name) || config->given_keys.count(absl::StrCat("generator.", name))) {
+      continue;
+    }
+    if (!json[name].is_number()) {
+      return absl::InvalidArgumentError(absl::StrCat(path.string(), ": ", name, " is not a number"));
+    }
+    *target = json[name].get<double>();
+  }
+  if (json.contains("top_k") && !config->given_keys.count("generator.top_k")) {
+    if (!json["top_k"].is_number_integer()) {
+      return absl::InvalidArgumentError(absl::StrCat(path.string(), ": top_k is not an integer"));
+    }
+    generator.top_k = json["top_k"].get<int64_t>();
+  }
+  if (absl::Status s = ValidateJobConfig(*config); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("with the sampling defaults of ", path.string(), ": ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::SftStepRequest> SftBatch(DatasetIterator& iterator, const Dataset& dataset,

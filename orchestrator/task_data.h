@@ -41,6 +41,12 @@ absl::StatusOr<PromptFormat> ResolveJobPromptFormat(const JobConfig& config,
                                                     const std::string& tokenizer_path,
                                                     const Tokenizer& tokenizer);
 
+// Sampling defaults from `model_dir`/generation_config.json: its temperature, top_p and top_k
+// replace the [generator] keys the config did not give (config.given_keys); keys the recipe or
+// --set gave win. No file: nothing changes. InvalidArgument naming the file for a value of the
+// wrong type, and for the result failing ValidateJobConfig (e.g. top_p 0).
+absl::Status ApplyGenerationConfigDefaults(const std::string& model_dir, JobConfig* config);
+
 // A batch of `batch_size` SFT examples from `iterator`: the prompt as the model sees it
 // (PromptText), then the reference answer and the format's first stop token (none without one).
 // InvalidArgument naming the file and line of an example without an answer.

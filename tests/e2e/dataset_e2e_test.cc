@@ -171,7 +171,9 @@ TEST_F(DatasetE2eTest, Llama3ModelGetsTheLlama3TemplateAndStopsOnEotId) {
   config["bos_token"] = "<|begin_of_text|>";
   config["eos_token"] = "<|eot_id|>";
   std::ofstream(model / "tokenizer_config.json") << config.dump();
-  std::ofstream(model / "generation_config.json") << R"({"eos_token_id": [256, 258]})";
+  // Its sampling defaults too; [generator] keys of the job would win.
+  std::ofstream(model / "generation_config.json")
+      << R"({"eos_token_id": [256, 258], "temperature": 0.5, "top_k": 5})";
 
   Outcome run = Run(WriteJob(model), "llama", {"logging.level=debug", "sft.steps=2",
                                                "sft.batch_size=4"});
@@ -186,6 +188,10 @@ TEST_F(DatasetE2eTest, Llama3ModelGetsTheLlama3TemplateAndStopsOnEotId) {
                                     "), plain prompts templated, stop tokens [258 <|eot_id|>, "
                                     "256 <|end_of_text|>]"));
   EXPECT_THAT(run.output, Not(HasSubstr("im_end")));
+  const std::string resolved = ReadFile(root_ / "llama" / "config.toml");
+  EXPECT_THAT(resolved, HasSubstr("temperature = 0.5"));
+  EXPECT_THAT(resolved, HasSubstr("top_k = 5"));
+  EXPECT_THAT(ReadFile(root_ / "llama" / "trainer_options.json"), HasSubstr("\"temperature\": 0.5"));
   nlohmann::json summary = nlohmann::json::parse(ReadFile(root_ / "llama" / "summary.json"));
   EXPECT_EQ(summary["rl_steps"], 2);
   EXPECT_EQ(summary["parity_tokens_mismatched"], 0);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "model/tokenizer/byte_tokenizer_writer.h"
@@ -115,6 +116,50 @@ TEST_F(TaskDataTest, SftBatchesArePromptedLikeRlAndEndWithTheTurnsEnd) {
   DatasetIterator again(data->train.get(), 1);
   EXPECT_THAT(std::string(SftBatch(again, *data->train, *tokenizer_, *format, 1).status().message()),
               HasSubstr("train.jsonl:1: SFT needs an answer"));
+}
+
+TEST(GenerationConfigTest, TheModelsSamplingDefaultsApplyUnlessTheConfigGivesTheKey) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "generation_config_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path train = dir / "train.jsonl";
+  std::ofstream(train) << R"({"prompt": "1+1=", "answer": "2"})" << "\n";
+  const std::string recipe = absl::StrCat("[model]\npath = \"", dir.string(),
+                                          "\"\n[data]\ntrain_file = \"", train.string(), "\"\n");
+  absl::StatusOr<JobConfig> plain = ParseJobConfig(recipe, "job.toml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  // No generation_config.json: the defaults stay.
+  JobConfig unchanged = *plain;
+  ASSERT_TRUE(ApplyGenerationConfigDefaults(dir.string(), &unchanged).ok());
+  EXPECT_EQ(unchanged.generator.temperature, 1.0);
+  EXPECT_EQ(unchanged.generator.top_k, 0);
+
+  std::ofstream(dir / "generation_config.json")
+      << R"({"do_sample": true, "temperature": 0.6, "top_p": 0.95, "top_k": 20,)"
+      << R"( "eos_token_id": [151645, 151643]})";
+  JobConfig from_model = *plain;
+  ASSERT_TRUE(ApplyGenerationConfigDefaults(dir.string(), &from_model).ok());
+  EXPECT_EQ(from_model.generator.temperature, 0.6);
+  EXPECT_EQ(from_model.generator.top_p, 0.95);
+  EXPECT_EQ(from_model.generator.top_k, 20);
+  EXPECT_EQ(TrainerOptionsJson(from_model)["temperature"], 0.6);
+
+  absl::StatusOr<JobConfig> given =
+      ParseJobConfig(recipe + "[generator]\ntemperature = 1.0\n", "job.toml", {"generator.top_k=0"});
+  ASSERT_TRUE(given.ok()) << given.status();
+  ASSERT_TRUE(ApplyGenerationConfigDefaults(dir.string(), &*given).ok());
+  EXPECT_EQ(given->generator.temperature, 1.0);  // the recipe's
+  EXPECT_EQ(given->generator.top_k, 0);          // the --set's
+  EXPECT_EQ(given->generator.top_p, 0.95);       // the model's
+
+  std::ofstream(dir / "generation_config.json") << R"({"top_p": 0})";
+  JobConfig bad = *plain;
+  absl::Status status = ApplyGenerationConfigDefaults(dir.string(), &bad);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("with the sampling defaults of " + (dir / "generation_config.json").string()));
+  std::ofstream(dir / "generation_config.json") << R"({"temperature": "hot"})";
+  EXPECT_THAT(std::string(ApplyGenerationConfigDefaults(dir.string(), &bad).message()),
+              HasSubstr("generation_config.json: temperature is not a number"));
 }
 
 }  // namespace
