@@ -4,7 +4,8 @@
 // token count, answer, metadata), so that a user can look before a long run.
 //
 // Exit status: 0 when every row is good, 1 when any is not (each bad row named FILE:LINE) or the
-// config, model or tokenizer cannot be read.
+// config, model or tokenizer cannot be read; a usage error exits as every subcommand's does
+// (CLI11's code).
 #include <unistd.h>
 
 #include <algorithm>
