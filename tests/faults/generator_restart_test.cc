@@ -146,6 +146,7 @@ class GeneratorRestartTest : public ::testing::Test {
 };
 
 TEST_F(GeneratorRestartTest, KilledGeneratorIsRestartedAndTheJobEndsWithTheSameWeights) {
+  // One run without a kill; one killed mid-generation; one killed mid-training.
   Outcome clean = RunLockstep(Run("clean"), root_ / "clean.log");
   ASSERT_EQ(clean.exit_code, 0) << clean.output;
 
@@ -194,6 +195,28 @@ TEST_F(GeneratorRestartTest, KilledGeneratorIsRestartedAndTheJobEndsWithTheSameW
   ASSERT_FALSE(clean_weights.empty());
   EXPECT_TRUE(clean_weights ==
               ReadFile(RunDir("killed") / "checkpoints" / "step_000009" / "model.safetensors"))
+      << "final weights differ from the uninterrupted run's";
+
+  // Killed 150 ms after step 2's record, while the trainer trains step 3 (generation takes
+  // ~50 ms here): the sync of step 3 meets the dead member, and is done again once the group
+  // has re-formed with the restarted generator. The same weights again.
+  const fs::path late_log = root_ / "late.log";
+  const pid_t late_job = SpawnLockstep(Run("late"), late_log);
+  const fs::path late_generator_log = fs::absolute(RunDir("late") / "logs" / "generator1.log");
+  ASSERT_TRUE(WaitFor([&] { return LineCount(RunDir("late") / "metrics.jsonl") >= 2; },
+                      std::chrono::seconds(120)))
+      << ReadFile(late_log);
+  const pid_t late_generator = ProcessWritingTo(late_generator_log);
+  ASSERT_GT(late_generator, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  ASSERT_EQ(kill(late_generator, SIGKILL), 0);
+  ASSERT_EQ(WaitForJob(late_job, std::chrono::seconds(240)), 0) << ReadFile(late_log);
+  const nlohmann::json late = nlohmann::json::parse(ReadFile(RunDir("late") / "summary.json"));
+  EXPECT_EQ(late["restarts"], (nlohmann::json{{"generator1", 1}}));
+  EXPECT_EQ(late["parity_tokens_mismatched"], 0);
+  ExpectLedgerHolds(late["prompts"]);
+  EXPECT_TRUE(clean_weights ==
+              ReadFile(RunDir("late") / "checkpoints" / "step_000009" / "model.safetensors"))
       << "final weights differ from the uninterrupted run's";
 }
 
