@@ -268,12 +268,13 @@ absl::StatusOr<DiagnoseReport> Comparison::Finish() {
           "sequence ", result.index, ": ", result.logprobs_a.size(), " log-probs on path A but ",
           result.logprobs_b.size(), " on path B"));
     }
+    ParityAccumulator tokens;
     for (size_t j = 0; j < result.logprobs_a.size(); ++j) {
-      const float x = result.logprobs_a[j], y = result.logprobs_b[j];
-      if (std::memcmp(&x, &y, sizeof(float)) != 0) ++result.tokens_differing;
-      const double d = std::abs(static_cast<double>(x) - y);
-      if (std::isfinite(d)) result.max_abs_logprob_diff = std::max(result.max_abs_logprob_diff, d);
+      tokens.Add(result.index, static_cast<int64_t>(j), result.logprobs_a[j], result.logprobs_b[j]);
     }
+    const ParityReport sequence_parity = tokens.Finish();
+    result.tokens_differing = sequence_parity.tokens_differing;
+    result.max_abs_logprob_diff = sequence_parity.max_abs_diff;
     all_a.insert(all_a.end(), result.logprobs_a.begin(), result.logprobs_a.end());
     all_b.insert(all_b.end(), result.logprobs_b.begin(), result.logprobs_b.end());
     cu.push_back(static_cast<int64_t>(all_a.size()));

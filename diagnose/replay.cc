@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "diagnose/diagnose.h"
 #include "diagnose/mismatch_record.h"
+#include "model/parity.h"
 
 namespace lockstep::diagnose {
 
@@ -80,18 +81,21 @@ absl::StatusOr<DiagnoseReport> ReplayRun(const ReplayRequest& request) {
   absl::StatusOr<DiagnoseReport> report = Diagnose(diagnose);
   if (!report.ok()) return report.status();
 
-  ReplayCheck check;
-  check.records = static_cast<int64_t>(records.size());
+  // The replayed generator path against the recorded generator, token by token.
+  ParityAccumulator tokens;
   for (size_t i = 0; i < records.size(); ++i) {
     const std::vector<float>& recorded = records[i].generator_logprobs;
     const std::vector<float>& replayed = report->sequences[i].logprobs_b;
     for (size_t j = 0; j < recorded.size() && j < replayed.size(); ++j) {
-      ++check.tokens_compared;
-      if (std::memcmp(&recorded[j], &replayed[j], sizeof(float)) != 0) ++check.tokens_differing;
-      const double d = std::abs(static_cast<double>(recorded[j]) - replayed[j]);
-      if (std::isfinite(d)) check.max_abs_diff = std::max(check.max_abs_diff, d);
+      tokens.Add(static_cast<int64_t>(i), static_cast<int64_t>(j), replayed[j], recorded[j]);
     }
   }
+  const ParityReport replay_parity = tokens.Finish();
+  ReplayCheck check;
+  check.records = static_cast<int64_t>(records.size());
+  check.tokens_compared = replay_parity.tokens_compared;
+  check.tokens_differing = replay_parity.tokens_differing;
+  check.max_abs_diff = replay_parity.max_abs_diff;
   report->replay = check;
   report->identical = report->identical && check.reproduced();
   return report;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
+#include "model/parity.h"
 #include "trainer/caching_cpu_allocator.h"
 #include "trainer/checkpoint_manager.h"
 #include "trainer/losses.h"
@@ -74,16 +75,12 @@ absl::StatusOr<torch::Tensor> FromHex(const std::string& hex) {
   return out;
 }
 
-bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
 // Running sums for the metrics of one step (this rank).
 struct StepSums {
   double loss = 0, entropy = 0, ratio = 0, clipped = 0, kl = 0;
   double ratio_min = INFINITY, ratio_max = -INFINITY;
   int64_t tokens = 0;
-  // parity
-  double diff_sum = 0, k3_sum = 0;
-  int64_t finite_pairs = 0;
 };
 
 }  // namespace
@@ -246,6 +243,8 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
   StepMetrics metrics;
   StepSums sums;
   ParityStats& parity = metrics.parity;
+  ParityAccumulator parity_tokens;
+  bool nudged = false;
   for (auto& p : model_->parameters()) p.mutable_grad() = torch::Tensor();
 
   for (const std::vector<int64_t>& micro : micro_batches) {
@@ -321,37 +320,26 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
         const bool in_mask = r.loss_mask.empty() || r.loss_mask[j] != 0;
         if (!age_zero || !in_mask) continue;
         float t = trainer_lp[k];
-        const float g = r.behaviour_logprobs[j];
-        if (parity.tokens_compared == 0 && NudgeParityForTests()) t = std::nextafter(t, INFINITY);
-        ++parity.tokens_compared;
-        if (!SameBits(t, g)) {
-          ++parity.tokens_mismatched;
-          if (parity.mismatched_rollouts.empty() || parity.mismatched_rollouts.back() != i) {
-            parity.mismatched_rollouts.push_back(i);
-          }
-          if (!parity.has_mismatch) {
-            parity.has_mismatch = true;
-            parity.mismatch_rollout = i;
-            parity.mismatch_position = static_cast<int64_t>(j);
-            parity.mismatch_trainer_logprob = t;
-            parity.mismatch_generator_logprob = g;
-          }
-        }
-        if (std::isfinite(t) && std::isfinite(g)) {
-          // delta = trainer - generator;  k3 = exp(d) - 1 - d with d = generator - trainer
-          const double delta = static_cast<double>(t) - static_cast<double>(g);
-          parity.max_abs_diff = std::max(parity.max_abs_diff, std::abs(delta));
-          sums.diff_sum += delta;
-          sums.k3_sum += std::expm1(-delta) + delta;
-          ++sums.finite_pairs;
-        }
+        if (!nudged && NudgeParityForTests()) t = std::nextafter(t, INFINITY);
+        nudged = true;
+        parity_tokens.Add(i, static_cast<int64_t>(j), t, r.behaviour_logprobs[j]);
       }
     }
   }
-  if (sums.finite_pairs > 0) {
-    parity.mean_diff = sums.diff_sum / static_cast<double>(sums.finite_pairs);
-    parity.k3 = sums.k3_sum / static_cast<double>(sums.finite_pairs);
+  const ParityReport compared = parity_tokens.Finish();
+  parity.tokens_compared = compared.tokens_compared;
+  parity.tokens_mismatched = compared.tokens_differing;
+  parity.has_mismatch = compared.first_difference.has_value();
+  if (parity.has_mismatch) {
+    parity.mismatch_rollout = compared.first_difference->first;
+    parity.mismatch_position = compared.first_difference->second;
+    parity.mismatch_trainer_logprob = compared.first_trainer_logprob;
+    parity.mismatch_generator_logprob = compared.first_generator_logprob;
   }
+  parity.mismatched_rollouts = compared.differing_sequences;
+  parity.max_abs_diff = compared.max_abs_diff;
+  parity.mean_diff = compared.mean_diff;
+  parity.k3 = compared.k3_kl;
   if (sums.tokens > 0) {
     const double n = static_cast<double>(sums.tokens);
     metrics.entropy = sums.entropy / n;
@@ -364,10 +352,6 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
   metrics.tokens = sums.tokens;
   metrics.sequences = static_cast<int64_t>(batch.size());
   metrics.loss = sums.loss;
-  std::sort(parity.mismatched_rollouts.begin(), parity.mismatched_rollouts.end());
-  parity.mismatched_rollouts.erase(
-      std::unique(parity.mismatched_rollouts.begin(), parity.mismatched_rollouts.end()),
-      parity.mismatched_rollouts.end());
   if (!mismatch_weights_dir.empty() && parity.tokens_mismatched > 0) {
     if (absl::Status s = SaveWeightsOnce(mismatch_weights_dir); !s.ok()) return s;
   }

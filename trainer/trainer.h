@@ -59,7 +59,7 @@ struct ParityStats {
   int64_t tokens_mismatched = 0;  // not bit-identical
   double max_abs_diff = 0;        // over finite pairs
   double mean_diff = 0;           // mean (trainer - generator) over finite pairs
-  double k3 = 0;                  // mean exp(d) - 1 - d, d = generator - trainer
+  double k3 = 0;                  // mean exp(d) - 1 - d, d = trainer - generator: KL(gen || trainer)
   bool has_mismatch = false;      // the first mismatch, in rollout order:
   int64_t mismatch_rollout = 0;   //   index into the batch
   int64_t mismatch_position = 0;  //   index into its completion tokens

@@ -27,11 +27,11 @@ TEST(ParityCheckerTest, IdenticalTensorsAreBitIdentical) {
 }
 
 TEST(ParityCheckerTest, OneUlpChangeIsFoundAtItsPosition) {
-  torch::Tensor reference = -torch::rand({50}) - 0.5;
-  torch::Tensor candidate = reference.clone();
+  torch::Tensor trainer = -torch::rand({50}) - 0.5;
+  torch::Tensor generator = trainer.clone();
   // Token 27 is sequence 1 (tokens 20..49), position 7.
-  candidate[27] = NextUlp(candidate[27].item<float>());
-  absl::StatusOr<ParityReport> report = CompareLogProbs(reference, candidate, {0, 20, 50});
+  generator[27] = NextUlp(generator[27].item<float>());
+  absl::StatusOr<ParityReport> report = CompareLogProbs(trainer, generator, {0, 20, 50});
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->tokens_differing, 1);
   ASSERT_TRUE(report->first_difference.has_value());
@@ -43,21 +43,47 @@ TEST(ParityCheckerTest, OneUlpChangeIsFoundAtItsPosition) {
             std::string::npos);
 }
 
-TEST(ParityCheckerTest, StatisticsMatchTheirFormulas) {
-  torch::Tensor reference = torch::tensor({-1.0f, -2.0f, -0.5f, -3.0f});
-  torch::Tensor candidate = torch::tensor({-1.1f, -2.0f, -0.3f, -3.0f});
-  absl::StatusOr<ParityReport> report = CompareLogProbs(reference, candidate, {0, 4});
+// Hand-computed: Δ = trainer − generator = (+0.1, 0, −0.2, 0) (to float rounding);
+// k3 = mean(exp(Δ) − 1 − Δ) = ((e^0.1 − 1.1) + (e^−0.2 − 0.8)) / 4 = 0.00597542;
+// the reversed direction would read ((e^−0.1 − 0.9) + (e^0.2 − 1.2)) / 4 = 0.00656004.
+TEST(ParityCheckerTest, StatisticsMatchHandComputedValues) {
+  torch::Tensor trainer = torch::tensor({-1.0f, -2.0f, -0.5f, -3.0f});
+  torch::Tensor generator = torch::tensor({-1.1f, -2.0f, -0.3f, -3.0f});
+  absl::StatusOr<ParityReport> report = CompareLogProbs(trainer, generator, {0, 2, 4});
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->tokens_differing, 2);
-  EXPECT_EQ(report->first_difference->second, 0);
-  const double d0 = static_cast<double>(-1.1f) - (-1.0f);
-  const double d2 = static_cast<double>(-0.3f) - (-0.5f);
-  EXPECT_DOUBLE_EQ(report->max_abs_diff, std::abs(d2));
-  EXPECT_DOUBLE_EQ(report->mean_diff, (d0 + d2) / 4);
-  EXPECT_DOUBLE_EQ(report->mean_abs_diff, (std::abs(d0) + std::abs(d2)) / 4);
-  const double k3 = (std::expm1(-d0) + d0 + std::expm1(-d2) + d2) / 4;
-  EXPECT_NEAR(report->k3_kl, k3, 1e-12);
-  EXPECT_GT(report->k3_kl, 0.0);
+  EXPECT_EQ(report->first_difference, std::make_pair(int64_t{0}, int64_t{0}));
+  EXPECT_EQ(report->first_trainer_logprob, -1.0f);
+  EXPECT_EQ(report->first_generator_logprob, -1.1f);
+  EXPECT_EQ(report->differing_sequences, (std::vector<int64_t>{0, 1}));
+  EXPECT_NEAR(report->max_abs_diff, 0.2, 1e-6);
+  EXPECT_NEAR(report->mean_diff, (0.1 - 0.2) / 4, 1e-6);
+  EXPECT_NEAR(report->mean_abs_diff, (0.1 + 0.2) / 4, 1e-6);
+  EXPECT_NEAR(report->k3_kl, 0.00597542, 1e-7);
+}
+
+TEST(ParityCheckerTest, AccumulatorInAnyOrderEqualsThePackedComparison) {
+  torch::Tensor trainer = -torch::rand({30}) - 0.1;
+  torch::Tensor generator = trainer.clone();
+  generator[4] = NextUlp(generator[4].item<float>());   // sequence 0, position 4
+  generator[25] = NextUlp(generator[25].item<float>());  // sequence 2, position 5
+  absl::StatusOr<ParityReport> packed = CompareLogProbs(trainer, generator, {0, 10, 20, 30});
+  ASSERT_TRUE(packed.ok());
+  // The trainer visits sequences in micro-batch order (here 2, 0, 1).
+  ParityAccumulator accumulator;
+  for (int64_t s : {2, 0, 1}) {
+    for (int64_t p = 0; p < 10; ++p) {
+      accumulator.Add(s, p, trainer[s * 10 + p].item<float>(), generator[s * 10 + p].item<float>());
+    }
+  }
+  const ParityReport visited = accumulator.Finish();
+  EXPECT_EQ(visited.tokens_compared, 30);
+  EXPECT_EQ(visited.tokens_differing, 2);
+  EXPECT_EQ(visited.differing_sequences, (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(visited.first_difference, std::make_pair(int64_t{2}, int64_t{5}));  // visited first
+  EXPECT_EQ(packed->first_difference, std::make_pair(int64_t{0}, int64_t{4}));
+  EXPECT_DOUBLE_EQ(visited.max_abs_diff, packed->max_abs_diff);
+  EXPECT_NEAR(visited.k3_kl, packed->k3_kl, 1e-18);
 }
 
 TEST(ParityCheckerTest, RejectsMismatchedInputs) {

@@ -145,6 +145,39 @@ TEST(TrainerTest, ParityReportsTheFirstMismatch) {
   EXPECT_EQ(m->tokens, expected);
 }
 
+// Δ = trainer − generator, and k3 = mean(exp(Δ) − 1 − Δ) estimates KL(generator ‖ trainer)
+// from the generator's samples (model/parity.h). Generator log-probs set 0.25 below the
+// trainer's own: mean Δ = +0.25, k3 = e^0.25 − 1.25 = 0.0340254; the reversed estimator would
+// read e^−0.25 − 0.75 = 0.0288008.
+TEST(TrainerTest, ParityDeltaIsTrainerMinusGeneratorAndK3EstimatesTheGeneratorsKl) {
+  std::vector<Rollout> rollouts = RandomRollouts(2, 3, /*version=*/0);
+  TrainerOptions options;
+  options.mode = NumericMode::kBatchInvariant;
+  options.lr = 1e-4;
+  std::unique_ptr<Trainer> trainer =
+      MakeTrainer(TinyModel(3, NumericMode::kBatchInvariant), options);
+  std::vector<SftExample> sequences;
+  for (const Rollout& r : rollouts) sequences.push_back({r.prompt_tokens, r.completion_tokens});
+  absl::StatusOr<std::vector<std::vector<float>>> own = trainer->ComputeLogprobs(sequences, 1.0);
+  ASSERT_TRUE(own.ok()) << own.status();
+  for (size_t i = 0; i < rollouts.size(); ++i) {
+    for (size_t j = 0; j < rollouts[i].behaviour_logprobs.size(); ++j) {
+      rollouts[i].behaviour_logprobs[j] = (*own)[i][j] - 0.25f;
+    }
+  }
+  absl::StatusOr<StepMetrics> m = trainer->TrainStep(rollouts);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->parity.tokens_mismatched, m->parity.tokens_compared);
+  EXPECT_NEAR(m->parity.mean_diff, 0.25, 1e-5);
+  EXPECT_NEAR(m->parity.max_abs_diff, 0.25, 1e-5);
+  EXPECT_NEAR(m->parity.k3, 0.0340254167, 1e-5);
+  EXPECT_NEAR(m->parity.mismatch_trainer_logprob - m->parity.mismatch_generator_logprob, 0.25,
+              1e-5);
+  std::vector<int64_t> every_rollout(rollouts.size());
+  for (size_t i = 0; i < rollouts.size(); ++i) every_rollout[i] = static_cast<int64_t>(i);
+  EXPECT_EQ(m->parity.mismatched_rollouts, every_rollout);
+}
+
 TEST(TrainerTest, MicroBatchSplitDoesNotChangeTheUpdate) {
   for (Aggregation aggregation :
        {Aggregation::kTokenMean, Aggregation::kSeqMeanTokenMean, Aggregation::kConstant}) {
