@@ -48,6 +48,24 @@ std::string ChatRows(int first, int count) {
   return rows;
 }
 
+// A case of tests/golden/tokenizer/chat_cases.json: messages and the string the family's
+// Jinja chat_template renders for them (scripts/tokenizer_goldens.cjs).
+nlohmann::json GoldenChatCase(const std::string& name) {
+  const nlohmann::json cases = nlohmann::json::parse(ReadFile("tests/golden/tokenizer/chat_cases.json"));
+  for (const nlohmann::json& c : cases) {
+    if (c["name"] == name) return c;
+  }
+  ADD_FAILURE() << "no golden chat case " << name;
+  return nlohmann::json::object();
+}
+
+// train.jsonl with the golden case's messages as its first row, then 7 more.
+void WriteTrainStartingWith(const fs::path& path, const nlohmann::json& golden) {
+  nlohmann::json row = {{"conversations", golden["messages"]},
+                        {"reward_model", {{"ground_truth", "4"}}}};
+  std::ofstream(path) << row.dump() << "\n" << ChatRows(2, 7);
+}
+
 class DatasetE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -115,12 +133,13 @@ progress = false
 TEST_F(DatasetE2eTest, Qwen3ChatJobWithNestedFieldsTrainsEvaluatesAndPrintsAtTheLevel) {
   const fs::path model = InitModel("qwen3", "qwen3");
   const fs::path job = WriteJob(model);
+  const nlohmann::json golden = GoldenChatCase("qwen3_system_user");
+  WriteTrainStartingWith(root_ / "train.jsonl", golden);
   Outcome debug = Run(job, "debug", {"logging.level=debug"});
   ASSERT_EQ(debug.exit_code, 0) << debug.output;
-  // The reference rendering of Qwen3's chat_template for the first rows.
-  EXPECT_THAT(debug.output, HasSubstr("lockstep run: first train prompt: <|im_start|>system\n"
-                                      "Answer with the number.<|im_end|>\n<|im_start|>user\n"
-                                      "1+1=<|im_end|>\n<|im_start|>assistant\n"));
+  // The reference rendering of Qwen3's chat_template (the golden) for the first rows.
+  EXPECT_THAT(debug.output, HasSubstr("lockstep run: first train prompt: " +
+                                      golden["expected"].get<std::string>()));
   EXPECT_THAT(debug.output, HasSubstr("lockstep run: first eval prompt: <|im_start|>system\n"
                                       "Answer with the number.<|im_end|>\n<|im_start|>user\n"
                                       "20+0=<|im_end|>\n<|im_start|>assistant\n"));
@@ -175,13 +194,18 @@ TEST_F(DatasetE2eTest, Llama3ModelGetsTheLlama3TemplateAndStopsOnEotId) {
   std::ofstream(model / "generation_config.json")
       << R"({"eos_token_id": [256, 258], "temperature": 0.5, "top_k": 5})";
 
+  const nlohmann::json golden = GoldenChatCase("llama3_multi_turn_trimmed");
+  WriteTrainStartingWith(root_ / "train.jsonl", golden);
   Outcome run = Run(WriteJob(model), "llama", {"logging.level=debug", "sft.steps=2",
                                                "sft.batch_size=4"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  // The reference rendering of Llama 3's chat_template (the golden).
+  EXPECT_THAT(run.output, HasSubstr("lockstep run: first train prompt: " +
+                                    golden["expected"].get<std::string>()));
   EXPECT_THAT(run.output,
-              HasSubstr("lockstep run: first train prompt: <|begin_of_text|><|start_header_id|>"
+              HasSubstr("lockstep run: first eval prompt: <|begin_of_text|><|start_header_id|>"
                         "system<|end_header_id|>\n\nAnswer with the number.<|eot_id|>"
-                        "<|start_header_id|>user<|end_header_id|>\n\n1+1=<|eot_id|>"
+                        "<|start_header_id|>user<|end_header_id|>\n\n20+0=<|eot_id|>"
                         "<|start_header_id|>assistant<|end_header_id|>\n\n"));
   EXPECT_THAT(run.output, HasSubstr("chat template llama3 (" +
                                     (model / "tokenizer_config.json").string() +
