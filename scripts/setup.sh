@@ -11,7 +11,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libtorch-dev libopenblas0-pthread libopenblas-dev libgloo-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev libseccomp-dev libpcre2-dev libicu-dev
   clang libclang-rt-14-dev
   python3 python3-torch python3-numpy python3-grpcio

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "model/kernels/linear_cpu.h"
 
 extern "C" {
@@ -136,27 +137,24 @@ int main(int argc, char** argv) {
   lockstep::kernels::LinearKernel kernel =
       lockstep::kernels::LinearKernel::kAuto;
   std::string kernel_name = lockstep::kernels::LinearKernelName();
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--json" && i + 1 < argc) {
-      json_path = argv[++i];
-    } else if (arg == "--seconds" && i + 1 < argc) {
-      seconds = std::atof(argv[++i]);
-    } else if (arg == "--kernel" && i + 1 < argc) {
-      kernel_name = argv[++i];
-      using lockstep::kernels::LinearKernel;
-      kernel = kernel_name == "avx512" ? LinearKernel::kAvx512
-               : kernel_name == "avx2" ? LinearKernel::kAvx2
-                                       : LinearKernel::kPortable;
-    } else if (arg == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--json FILE] [--seconds S] [--only SHAPE_NAME] "
-                   "[--kernel avx512|avx2|portable]\n",
-                   argv[0]);
-      return 2;
-    }
+  CLI::App app{"bench_linear_raw: our linear micro-kernel against OpenBLAS cblas_sgemm"};
+  app.add_option("--json", json_path, "Write the figures as JSON");
+  app.add_option("--seconds", seconds, "Seconds per shape and variant")->capture_default_str();
+  app.add_option("--only", only, "Only the shape of this name");
+  CLI::Option* kernel_flag =
+      app.add_option("--kernel", kernel_name, "Micro-kernel (default: the CPU's best)")
+          ->check(CLI::IsMember({"avx512", "avx2", "portable"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  if (kernel_flag->count() > 0) {
+    using lockstep::kernels::LinearKernel;
+    kernel = kernel_name == "avx512" ? LinearKernel::kAvx512
+             : kernel_name == "avx2" ? LinearKernel::kAvx2
+                                     : LinearKernel::kPortable;
   }
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf(

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
 
 #ifndef LOCKSTEP_BINARY
@@ -227,30 +228,18 @@ nlohmann::json SplitJson(const RunFigures& f) {
 int main(int argc, char** argv) {
   std::string lockstep = LOCKSTEP_BINARY, json_path;
   int steps = 12, warmup = 2, cooldown = 2, repeats = 2;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "bench_pipeline: %s needs a value\n", flag.c_str());
-      return 2;
-    }
-    if (flag == "--lockstep")
-      lockstep = argv[i + 1];
-    else if (flag == "--steps")
-      steps = std::atoi(argv[i + 1]);
-    else if (flag == "--warmup")
-      warmup = std::atoi(argv[i + 1]);
-    else if (flag == "--cooldown")
-      cooldown = std::atoi(argv[i + 1]);
-    else if (flag == "--repeats")
-      repeats = std::atoi(argv[i + 1]);
-    else if (flag == "--json")
-      json_path = argv[i + 1];
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_pipeline [--lockstep PATH] [--steps N] [--warmup N] "
-                   "[--cooldown N] [--repeats N] [--json FILE]\n");
-      return 2;
-    }
+  CLI::App app{"bench_pipeline: the RL job through lockstep run with max_staleness 0 and 2"};
+  app.add_option("--lockstep", lockstep, "The lockstep binary")->capture_default_str();
+  app.add_option("--steps", steps, "RL steps per run")->capture_default_str();
+  app.add_option("--warmup", warmup, "Steps left out at the start")->capture_default_str();
+  app.add_option("--cooldown", cooldown, "Steps left out at the end")->capture_default_str();
+  app.add_option("--repeats", repeats, "Runs per max_staleness")->capture_default_str();
+  app.add_option("--json", json_path, "Write the figures as JSON");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
   }
   if (steps - warmup - cooldown < 1 || repeats < 1) {
     std::fprintf(stderr,
