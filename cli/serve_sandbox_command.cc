@@ -31,6 +31,8 @@ absl::Status RunServeSandbox(const ServeSandboxFlags& flags) {
   if (!token.ok()) return token.status();
   sandbox::SandboxOptions sandbox_options;
   sandbox_options.use_cgroups = !flags.no_cgroups;
+  // One warm init per slot, so that a full set of concurrent calls all start warm.
+  sandbox_options.warm_inits = std::max(sandbox_options.warm_inits, flags.max_concurrency);
   absl::StatusOr<std::unique_ptr<sandbox::Sandbox>> box =
       sandbox::Sandbox::Create(sandbox_options);
   if (!box.ok()) return box.status();

@@ -1,5 +1,7 @@
 #include "sandbox/cgroup.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -150,10 +152,10 @@ CgroupSupport ProbeCgroups() {
   return support;
 }
 
-absl::StatusOr<RunCgroup> RunCgroup::Create(const CgroupSupport& support,
-                                            const CgroupLimits& limits) {
+absl::StatusOr<RunCgroup> RunCgroup::Create(const CgroupSupport& support) {
   RunCgroup cgroup;
   cgroup.kind_ = support.kind;
+  cgroup.cpu_ = support.cpu;
   const std::string name = UniqueRunName();
   auto make = [&](const std::string& parent) -> absl::StatusOr<std::string> {
     std::string directory = absl::StrCat(parent, "/", name);
@@ -164,47 +166,88 @@ absl::StatusOr<RunCgroup> RunCgroup::Create(const CgroupSupport& support,
     cgroup.procs_files_.push_back(absl::StrCat(directory, "/cgroup.procs"));
     return directory;
   };
+  if (support.kind == CgroupSupport::Kind::kV2) {
+    absl::StatusOr<std::string> dir = make(support.v2_parent);
+    if (!dir.ok()) return dir.status();
+    cgroup.memory_directory_ = cgroup.pids_directory_ = *dir;
+  } else if (support.kind == CgroupSupport::Kind::kV1) {
+    absl::StatusOr<std::string> dir = make(support.v1_memory_parent);
+    if (!dir.ok()) return dir.status();
+    cgroup.memory_directory_ = *dir;
+    absl::StatusOr<std::string> pids = make(support.v1_pids_parent);
+    if (!pids.ok()) return pids.status();
+    cgroup.pids_directory_ = *pids;
+  }
+  return cgroup;
+}
+
+absl::StatusOr<RunCgroup> RunCgroup::Create(const CgroupSupport& support,
+                                            const CgroupLimits& limits) {
+  absl::StatusOr<RunCgroup> cgroup = Create(support);
+  if (!cgroup.ok()) return cgroup.status();
+  if (absl::Status s = cgroup->SetLimits(limits); !s.ok()) return s;
+  return cgroup;
+}
+
+absl::Status RunCgroup::SetLimits(const CgroupLimits& limits) {
   auto write = [](const std::string& file, absl::string_view value) -> absl::Status {
     if (WriteFile(file, value)) return absl::OkStatus();
     return absl::InternalError(absl::StrCat("cgroup: cannot write ", value, " to ", file));
   };
   const std::string memory = absl::StrCat(limits.memory_bytes);
   const std::string processes = absl::StrCat(limits.max_processes);
-  if (support.kind == CgroupSupport::Kind::kV2) {
-    absl::StatusOr<std::string> dir = make(support.v2_parent);
-    if (!dir.ok()) return dir.status();
-    cgroup.memory_directory_ = *dir;
-    if (absl::Status s = write(absl::StrCat(*dir, "/memory.max"), memory); !s.ok()) return s;
-    WriteFile(absl::StrCat(*dir, "/memory.swap.max"), "0");  // absent without swap accounting
-    if (absl::Status s = write(absl::StrCat(*dir, "/pids.max"), processes); !s.ok()) return s;
-    if (support.cpu && limits.cpu_cores > 0) {
+  if (kind_ == CgroupSupport::Kind::kV2) {
+    const std::string& dir = memory_directory_;
+    if (absl::Status s = write(absl::StrCat(dir, "/memory.max"), memory); !s.ok()) return s;
+    WriteFile(absl::StrCat(dir, "/memory.swap.max"), "0");  // absent without swap accounting
+    if (absl::Status s = write(absl::StrCat(dir, "/pids.max"), processes); !s.ok()) return s;
+    if (cpu_ && limits.cpu_cores > 0) {
       const int64_t period = 100000;
       const int64_t quota = static_cast<int64_t>(limits.cpu_cores * period);
-      if (absl::Status s = write(absl::StrCat(*dir, "/cpu.max"), absl::StrCat(quota, " ", period));
+      if (absl::Status s = write(absl::StrCat(dir, "/cpu.max"), absl::StrCat(quota, " ", period));
           !s.ok()) {
         return s;
       }
     }
-  } else if (support.kind == CgroupSupport::Kind::kV1) {
-    absl::StatusOr<std::string> dir = make(support.v1_memory_parent);
-    if (!dir.ok()) return dir.status();
-    cgroup.memory_directory_ = *dir;
-    if (absl::Status s = write(absl::StrCat(*dir, "/memory.limit_in_bytes"), memory); !s.ok()) {
+  } else if (kind_ == CgroupSupport::Kind::kV1) {
+    if (absl::Status s = write(absl::StrCat(memory_directory_, "/memory.limit_in_bytes"), memory);
+        !s.ok()) {
       return s;
     }
-    WriteFile(absl::StrCat(*dir, "/memory.memsw.limit_in_bytes"), memory);  // swap accounting
-    absl::StatusOr<std::string> pids = make(support.v1_pids_parent);
-    if (!pids.ok()) return pids.status();
-    if (absl::Status s = write(absl::StrCat(*pids, "/pids.max"), processes); !s.ok()) return s;
+    // Swap accounting, where the kernel has it (the file is absent otherwise).
+    WriteFile(absl::StrCat(memory_directory_, "/memory.memsw.limit_in_bytes"), memory);
+    if (absl::Status s = write(absl::StrCat(pids_directory_, "/pids.max"), processes); !s.ok()) {
+      return s;
+    }
   }
-  return cgroup;
+  return absl::OkStatus();
+}
+
+void RemoveStaleRunCgroups(const CgroupSupport& support) {
+  for (const std::string& parent :
+       {support.v2_parent, support.v1_memory_parent, support.v1_pids_parent}) {
+    if (parent.empty()) continue;
+    DIR* dir = opendir(parent.c_str());
+    if (dir == nullptr) continue;
+    while (dirent* entry = readdir(dir)) {
+      absl::string_view name = entry->d_name;
+      if (!absl::ConsumePrefix(&name, "run-")) continue;
+      int pid = 0;
+      if (!absl::SimpleAtoi(name.substr(0, name.find('-')), &pid) || pid <= 0) continue;
+      if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its process lives on
+      rmdir(absl::StrCat(parent, "/", entry->d_name).c_str());  // fails harmlessly if busy
+    }
+    closedir(dir);
+  }
 }
 
 RunCgroup::RunCgroup(RunCgroup&& other) noexcept
     : kind_(other.kind_),
       directories_(std::move(other.directories_)),
       procs_files_(std::move(other.procs_files_)),
-      memory_directory_(std::move(other.memory_directory_)) {
+      memory_directory_(std::move(other.memory_directory_)),
+      pids_directory_(std::move(other.pids_directory_)),
+      cpu_(other.cpu_) {
   other.directories_.clear();
 }
 

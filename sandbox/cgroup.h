@@ -47,6 +47,11 @@ class RunCgroup {
   // Creates the run's directories under `support`'s parents and writes `limits`. Internal
   // naming the file when a write fails.
   static absl::StatusOr<RunCgroup> Create(const CgroupSupport& support, const CgroupLimits& limits);
+  // The directories only, unlimited until SetLimits (a warm init joins them before its run's
+  // limits are known; nothing of the run starts before they are set).
+  static absl::StatusOr<RunCgroup> Create(const CgroupSupport& support);
+  // Writes `limits`. Internal naming the file when a write fails.
+  absl::Status SetLimits(const CgroupLimits& limits);
 
   RunCgroup(RunCgroup&& other) noexcept;
   RunCgroup& operator=(RunCgroup&&) = delete;
@@ -66,7 +71,14 @@ class RunCgroup {
   std::vector<std::string> directories_;
   std::vector<std::string> procs_files_;
   std::string memory_directory_;
+  std::string pids_directory_;
+  bool cpu_ = false;
 };
+
+// Removes run directories ("run-<pid>-<n>") left by processes that have ended (a process that
+// exits without destroying its Sandbox leaves its idle warm inits' directories behind). Busy
+// ones stay.
+void RemoveStaleRunCgroups(const CgroupSupport& support);
 
 }  // namespace lockstep::sandbox
 

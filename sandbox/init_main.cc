@@ -30,6 +30,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <linux/securebits.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -509,10 +510,56 @@ void EnterNamespaces() {
   }
 }
 
+// Warm start (`lockstep-sandbox-init --warm PROCS...`): the init is spawned before its run is
+// known, joins the run's cgroups at once (with cgroup v1 the attach waits for an RCU grace
+// period, ~10 ms, which now passes while the caller still works) and then waits on kSpecFd, a
+// socket, for the run's spec, stdin, stdout and stderr descriptors. It leaves them where a cold
+// start has them (spec at kSpecFd, stdio at 0-2), so everything after is the same. A closed
+// socket (the pool discarded it, or the caller died) ends it.
+void JoinCgroupsAndReceiveRun(int argc, char** argv) {
+  char pid_text[32];
+  snprintf(pid_text, sizeof(pid_text), "%d", static_cast<int>(getpid()));
+  for (int i = 2; i < argc; ++i) WriteFileAt(argv[i], pid_text);
+  char byte = 0;
+  iovec io = {&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+  msghdr message = {};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = recvmsg(protocol::kSpecFd, &message, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) _exit(0);
+  const cmsghdr* header = CMSG_FIRSTHDR(&message);
+  if (header == nullptr || header->cmsg_type != SCM_RIGHTS ||
+      header->cmsg_len != CMSG_LEN(4 * sizeof(int))) {
+    errno = EPROTO;
+    Die("warm start: expected 4 descriptors");
+  }
+  int fds[4];  // spec, stdin, stdout, stderr
+  memcpy(fds, CMSG_DATA(header), sizeof(fds));
+  // Tells the launcher the run is ours now; until then it may still start the run cold.
+  if (write(protocol::kSpecFd, &byte, 1) != 1) _exit(0);
+  // Received with close-on-exec; dup2 copies are without it, as a cold start's descriptors.
+  if (dup2(fds[1], 0) < 0 || dup2(fds[2], 1) < 0 || dup2(fds[3], 2) < 0 ||
+      dup2(fds[0], protocol::kSpecFd) < 0) {  // closes the socket
+    Die("warm start: dup2");
+  }
+  for (int fd : fds) close(fd);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const pid_t launcher = getppid();
+  if (argc >= 2 && strcmp(argv[1], "--warm") == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // the pool's spawning thread lives as long as the pool
+    if (getppid() != launcher) _exit(1);
+    JoinCgroupsAndReceiveRun(argc, argv);
+  }
   ReadSpec();
   char pid_text[32];
   snprintf(pid_text, sizeof(pid_text), "%d", static_cast<int>(getpid()));

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A live warm init acknowledges its run in microseconds; this only bounds a stopped one.
+constexpr int kWarmAckTimeoutMs = 10000;
+
 // Closes a descriptor when it goes out of scope.
 class Fd {
  public:
@@ -27,7 +31,20 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   ~Fd() { Reset(); }
+  Fd(Fd&& other) noexcept : fd_(other.Release()) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      fd_ = other.Release();
+    }
+    return *this;
+  }
   int get() const { return fd_; }
+  int Release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   void Reset() {
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
@@ -137,31 +154,15 @@ pid_t ParseReport(std::string* buffer, LaunchOutcome* outcome) {
   return ns_init;
 }
 
-}  // namespace
-
-absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec) {
-  const Clock::time_point start = Clock::now();
-  absl::StatusOr<int> spec_fd_or = SealedMemfd("lockstep-sandbox-spec", EncodeSpec(spec));
-  if (!spec_fd_or.ok()) return spec_fd_or.status();
-  Fd spec_fd(*spec_fd_or);
-  absl::StatusOr<int> stdin_fd_or = SealedMemfd("lockstep-sandbox-stdin", spec.stdin_data);
-  if (!stdin_fd_or.ok()) return stdin_fd_or.status();
-  Fd stdin_fd(*stdin_fd_or);
-  int out[2], err[2], report[2];
-  if (absl::Status s = Pipe(out); !s.ok()) return s;
-  Fd out_read(out[0]), out_write(out[1]);
-  if (absl::Status s = Pipe(err); !s.ok()) return s;
-  Fd err_read(err[0]), err_write(err[1]);
-  if (absl::Status s = Pipe(report); !s.ok()) return s;
-  Fd report_read(report[0]), report_write(report[1]);
-
+// posix_spawn of the init with descriptors 0..4 = `fds` (the rest closed), a clean signal state
+// and no environment.
+absl::StatusOr<pid_t> SpawnInit(const std::string& init_path, const int (&fds)[5],
+                                const std::vector<std::string>& arguments) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, stdin_fd.get(), 0);
-  posix_spawn_file_actions_adddup2(&actions, out_write.get(), 1);
-  posix_spawn_file_actions_adddup2(&actions, err_write.get(), 2);
-  posix_spawn_file_actions_adddup2(&actions, spec_fd.get(), protocol::kSpecFd);
-  posix_spawn_file_actions_adddup2(&actions, report_write.get(), protocol::kReportFd);
+  for (int target = 0; target < 5; ++target) {
+    posix_spawn_file_actions_adddup2(&actions, fds[target], target);
+  }
   posix_spawn_file_actions_addclosefrom_np(&actions, protocol::kReportFd + 1);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
@@ -172,23 +173,48 @@ absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchS
   posix_spawnattr_setsigmask(&attributes, &none);
   posix_spawnattr_setsigdefault(&attributes, &all);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  char* const argv[] = {const_cast<char*>("lockstep-sandbox-init"), nullptr};
+  std::vector<char*> argv = {const_cast<char*>("lockstep-sandbox-init")};
+  for (const std::string& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+  argv.push_back(nullptr);
   char* const envp[] = {nullptr};
-  pid_t outer = -1;
+  pid_t pid = -1;
   const int spawn_error =
-      posix_spawn(&outer, init_path.c_str(), &actions, &attributes, argv, envp);
+      posix_spawn(&pid, init_path.c_str(), &actions, &attributes, argv.data(), envp);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (spawn_error != 0) {
     return absl::InternalError(
         absl::StrCat("posix_spawn ", init_path, ": ", strerror(spawn_error)));
   }
-  spec_fd.Reset();
-  stdin_fd.Reset();
-  out_write.Reset();
-  err_write.Reset();
-  report_write.Reset();
+  return pid;
+}
 
+// The descriptors of one run, before the init has them.
+struct RunDescriptors {
+  Fd spec, stdin_memfd, out_read, out_write, err_read, err_write;
+};
+
+absl::Status MakeRunDescriptors(const LaunchSpec& spec, RunDescriptors* run) {
+  absl::StatusOr<int> spec_fd = SealedMemfd("lockstep-sandbox-spec", EncodeSpec(spec));
+  if (!spec_fd.ok()) return spec_fd.status();
+  run->spec = Fd(*spec_fd);
+  absl::StatusOr<int> stdin_fd = SealedMemfd("lockstep-sandbox-stdin", spec.stdin_data);
+  if (!stdin_fd.ok()) return stdin_fd.status();
+  run->stdin_memfd = Fd(*stdin_fd);
+  int out[2], err[2];
+  if (absl::Status s = Pipe(out); !s.ok()) return s;
+  run->out_read = Fd(out[0]);
+  run->out_write = Fd(out[1]);
+  if (absl::Status s = Pipe(err); !s.ok()) return s;
+  run->err_read = Fd(err[0]);
+  run->err_write = Fd(err[1]);
+  return absl::OkStatus();
+}
+
+// Collects the run of the init `outer` (started at `start`) to its end: output up to the cap,
+// the report, the backstop deadline, the reap.
+LaunchOutcome Collect(pid_t outer, Fd& out_read, Fd& err_read, Fd& report_read,
+                      const LaunchSpec& spec, Clock::time_point start) {
   LaunchOutcome outcome;
   std::string report_buffer;
   int ns_init_pidfd = -1;
@@ -271,6 +297,113 @@ absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchS
     outcome.error = absl::StrCat("sandbox init ended with status ", status);
   }
   return outcome;
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec) {
+  const Clock::time_point start = Clock::now();
+  RunDescriptors run;
+  if (absl::Status s = MakeRunDescriptors(spec, &run); !s.ok()) return s;
+  int report[2];
+  if (absl::Status s = Pipe(report); !s.ok()) return s;
+  Fd report_read(report[0]), report_write(report[1]);
+  const int fds[5] = {run.stdin_memfd.get(), run.out_write.get(), run.err_write.get(),
+                      run.spec.get(), report_write.get()};
+  absl::StatusOr<pid_t> outer = SpawnInit(init_path, fds, {});
+  if (!outer.ok()) return outer.status();
+  run.spec.Reset();
+  run.stdin_memfd.Reset();
+  run.out_write.Reset();
+  run.err_write.Reset();
+  report_write.Reset();
+  return Collect(*outer, run.out_read, run.err_read, report_read, spec, start);
+}
+
+absl::StatusOr<WarmInit> SpawnWarmInit(const std::string& init_path,
+                                       const std::vector<std::string>& cgroup_procs) {
+  int sockets[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) {
+    return absl::InternalError(absl::StrCat("socketpair: ", strerror(errno)));
+  }
+  Fd ours(sockets[0]), theirs(sockets[1]);
+  int report[2];
+  if (absl::Status s = Pipe(report); !s.ok()) return s;
+  Fd report_read(report[0]), report_write(report[1]);
+  Fd null(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (null.get() < 0) return absl::InternalError(absl::StrCat("open /dev/null: ", strerror(errno)));
+  const int fds[5] = {null.get(), null.get(), null.get(), theirs.get(), report_write.get()};
+  std::vector<std::string> arguments = {"--warm"};
+  arguments.insert(arguments.end(), cgroup_procs.begin(), cgroup_procs.end());
+  absl::StatusOr<pid_t> pid = SpawnInit(init_path, fds, arguments);
+  if (!pid.ok()) return pid.status();
+  WarmInit warm;
+  warm.pid = *pid;
+  warm.socket = ours.Release();
+  warm.report_read = report_read.Release();
+  return warm;
+}
+
+void DiscardWarmInit(WarmInit* warm) {
+  if (warm->pid <= 0) return;
+  close(warm->socket);  // the init reads end-of-file and exits
+  close(warm->report_read);
+  while (waitpid(warm->pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  *warm = WarmInit();
+}
+
+absl::StatusOr<LaunchOutcome> LaunchWarm(WarmInit warm, const LaunchSpec& spec) {
+  const Clock::time_point start = Clock::now();
+  Fd socket_fd(warm.socket), report_read(warm.report_read);
+  RunDescriptors run;
+  absl::Status made = MakeRunDescriptors(spec, &run);
+  int fds[4] = {run.spec.get(), run.stdin_memfd.get(), run.out_write.get(), run.err_write.get()};
+  char byte = 0;
+  iovec io = {&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(fds))] = {};
+  msghdr message = {};
+  message.msg_iov = &io;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(fds));
+  memcpy(CMSG_DATA(header), fds, sizeof(fds));
+  ssize_t sent = -1;
+  std::string reason;
+  if (!made.ok()) {
+    reason = std::string(made.message());
+  } else {
+    do {
+      sent = sendmsg(socket_fd.get(), &message, MSG_NOSIGNAL);
+    } while (sent < 0 && errno == EINTR);
+    if (sent != 1) reason = absl::StrCat("sendmsg: ", strerror(errno));
+  }
+  // The init acknowledges the descriptors; end-of-file means it died before taking them.
+  if (reason.empty()) {
+    pollfd ack = {socket_fd.get(), POLLIN, 0};
+    char byte_back = 0;
+    const int ready = poll(&ack, 1, kWarmAckTimeoutMs);
+    if (ready != 1 || recv(socket_fd.get(), &byte_back, 1, 0) != 1) {
+      reason = ready == 0 ? "no acknowledgement in time" : "it ended before taking its run";
+      kill(warm.pid, SIGKILL);
+    }
+  }
+  socket_fd.Reset();
+  if (!reason.empty()) {
+    report_read.Reset();
+    while (waitpid(warm.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return absl::UnavailableError(absl::StrCat("warm sandbox init unusable: ", reason));
+  }
+  run.spec.Reset();
+  run.stdin_memfd.Reset();
+  run.out_write.Reset();
+  run.err_write.Reset();
+  return Collect(warm.pid, run.out_read, run.err_read, report_read, spec, start);
 }
 
 }  // namespace lockstep::sandbox

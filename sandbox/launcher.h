@@ -6,6 +6,8 @@
 #ifndef LOCKSTEP_SANDBOX_LAUNCHER_H_
 #define LOCKSTEP_SANDBOX_LAUNCHER_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -61,6 +63,28 @@ struct LaunchOutcome {
 // LaunchOutcome::error. Thread-safe; blocks the calling thread until every process of the run
 // has exited.
 absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec);
+
+// An init spawned before its run is known ("warm"): it joins `cgroup_procs` at once (with
+// cgroup v1 the attach waits ~10 ms for an RCU grace period: time that now passes off the run's
+// critical path) and waits on `socket` for the run's descriptors. The caller owns the
+// descriptors and the process; hand it to LaunchWarm or DiscardWarmInit exactly once. The init
+// dies with the thread that spawned it (PR_SET_PDEATHSIG), so spawn from a long-lived thread.
+struct WarmInit {
+  pid_t pid = -1;
+  int socket = -1;       // our end; the init receives spec, stdin, stdout, stderr here
+  int report_read = -1;  // the run's report pipe
+};
+
+absl::StatusOr<WarmInit> SpawnWarmInit(const std::string& init_path,
+                                       const std::vector<std::string>& cgroup_procs);
+
+// Ends an unused warm init (it exits on the closed socket) and reaps it.
+void DiscardWarmInit(WarmInit* warm);
+
+// As Launch, on a warm init (`spec.cgroup_procs` is ignored: it joined its cgroups already).
+// Unavailable when the warm init is gone (it was killed, or failed to join its cgroups); it is
+// reaped then, and the caller launches cold instead.
+absl::StatusOr<LaunchOutcome> LaunchWarm(WarmInit warm, const LaunchSpec& spec);
 
 }  // namespace lockstep::sandbox
 

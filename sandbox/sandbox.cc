@@ -106,8 +106,14 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(SandboxOptions options)
       "rlimits: AS, CPU, NPROC, FSIZE, NOFILE, CORE=0, MEMLOCK=0 per process",
       absl::StrCat("cgroup: ", isolation.cgroup.statement),
       "wall clock: every process of the run's PID namespace is killed at wall_ms"};
+  RemoveStaleRunCgroups(isolation.cgroup);
+  const int warm_inits = options.warm_inits;
   auto sandbox = std::unique_ptr<Sandbox>(
       new Sandbox(std::move(options), *std::move(filter), std::move(isolation)));
+  if (warm_inits > 0) {
+    sandbox->pool_ = std::make_unique<WarmInitPool>(sandbox->isolation_.init_path,
+                                                    sandbox->isolation_.cgroup, warm_inits);
+  }
 
   // Prove that this kernel lets us build the sandbox at all (user namespaces may be disabled).
   ExecRequest probe;
@@ -196,20 +202,34 @@ absl::StatusOr<ExecResult> Sandbox::Run(const ExecRequest& request) const {
     cgroup_processes = std::max<int64_t>(cgroup_processes, step.limits.max_processes);
   }
 
+  // The tmpfs's pages are charged to the run too; 64 MiB covers page tables and pipes.
+  const CgroupLimits cgroup_limits = {.memory_bytes = (cgroup_memory_mb + work_dir_mb + 64) * kMiB,
+                                      .max_processes = cgroup_processes + 2};
   std::optional<RunCgroup> cgroup;
-  if (isolation_.cgroup.kind != CgroupSupport::Kind::kNone) {
-    // The tmpfs's pages are charged to the run too; 64 MiB covers page tables and pipes.
-    absl::StatusOr<RunCgroup> created = RunCgroup::Create(
-        isolation_.cgroup, {.memory_bytes = (cgroup_memory_mb + work_dir_mb + 64) * kMiB,
-                            .max_processes = cgroup_processes + 2});
-    if (!created.ok()) {
-      return ExecResult{.verdict = Verdict::kSandboxError, .error = created.status().ToString()};
+  absl::StatusOr<LaunchOutcome> launched = absl::UnavailableError("no warm init");
+  // A warm init (already in its fresh cgroups) if one is ready, else a cold start.
+  if (std::optional<PooledInit> warm = pool_ != nullptr ? pool_->Take() : std::nullopt) {
+    if (warm->cgroup.has_value()) {
+      if (absl::Status limited = warm->cgroup->SetLimits(cgroup_limits); !limited.ok()) {
+        DiscardWarmInit(&warm->init);
+        return ExecResult{.verdict = Verdict::kSandboxError, .error = limited.ToString()};
+      }
+      cgroup.emplace(std::move(*warm->cgroup));
     }
-    cgroup.emplace(*std::move(created));
-    spec.cgroup_procs = cgroup->procs_files();
+    launched = LaunchWarm(warm->init, spec);
+    if (!launched.ok()) cgroup.reset();  // the init is gone (reaped): its cgroups go too
   }
-
-  absl::StatusOr<LaunchOutcome> launched = Launch(isolation_.init_path, spec);
+  if (!launched.ok() && absl::IsUnavailable(launched.status())) {
+    if (isolation_.cgroup.kind != CgroupSupport::Kind::kNone) {
+      absl::StatusOr<RunCgroup> created = RunCgroup::Create(isolation_.cgroup, cgroup_limits);
+      if (!created.ok()) {
+        return ExecResult{.verdict = Verdict::kSandboxError, .error = created.status().ToString()};
+      }
+      cgroup.emplace(*std::move(created));
+      spec.cgroup_procs = cgroup->procs_files();
+    }
+    launched = Launch(isolation_.init_path, spec);
+  }
   if (!launched.ok()) {
     return ExecResult{.verdict = Verdict::kSandboxError, .error = launched.status().ToString()};
   }

@@ -25,6 +25,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/exec.h"
 #include "sandbox/executor.h"
+#include "sandbox/warm_init_pool.h"
 
 namespace lockstep::sandbox {
 
@@ -47,6 +48,9 @@ struct SandboxOptions {
                                .max_open_files = 256};
   // false: never use cgroups (limits are per-process rlimits only).
   bool use_cgroups = true;
+  // Inits kept spawned ahead, each inside its next run's fresh cgroups (warm_init_pool.h), so a
+  // run does not wait for the cgroup attach; 0 = every run spawns its own init.
+  int warm_inits = 2;
   RequestBounds bounds;
 };
 
@@ -73,6 +77,9 @@ class Sandbox final : public Executor {
   absl::StatusOr<ExecResult> Execute(const ExecRequest& request) override { return Run(request); }
 
   const IsolationReport& isolation() const { return isolation_; }
+  // Runs that started on a warm init (the rest spawned their own: none was ready, or it had
+  // died). Counts attempts: a warm init found dead falls back to a cold start.
+  int64_t num_warm_starts() const { return pool_ != nullptr ? pool_->num_taken() : 0; }
   const SandboxOptions& options() const { return options_; }
 
  private:
@@ -84,6 +91,8 @@ class Sandbox final : public Executor {
   SandboxOptions options_;
   std::string seccomp_filter_;
   IsolationReport isolation_;
+  // Last: destroyed first, ending the idle inits while the rest is alive. Null with warm_inits 0.
+  std::unique_ptr<WarmInitPool> pool_;
 };
 
 // The process-wide sandbox with default options, created on first use (thread-safe); an error

@@ -4,7 +4,8 @@
 //   interleaved pairs; p50 and p99 of the per-pair difference. The same for /bin/true (the
 //   sandbox's own set-up, no interpreter) and with cgroups off (what the per-run cgroups cost).
 // - executions/s of `python3 -c pass` at concurrency 1, 2 and 8 (that many threads each running
-//   one execution after another), sandboxed over bare at the same concurrency.
+//   one execution after another), sandboxed over bare at the same concurrency, in 4 alternating
+//   blocks of each.
 // - a reward batch: 64 completions x 5 stdin/stdout tests through code_tests (3 of 4 programs
 //   right), scored from --reward-threads threads, in-process and through a SandboxService on
 //   127.0.0.1 (the path of `[rewards] sandbox_address`).
@@ -25,6 +26,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -149,9 +151,9 @@ Overhead MeasureOverhead(const Sandbox& sandbox, const std::vector<std::string>&
   return overhead;
 }
 
-// Executions/s of `run` from `concurrency` threads, `total` executions in all.
+// Seconds for `total` executions of `run` from `concurrency` threads.
 template <typename Fn>
-double Throughput(int concurrency, int total, Fn run, int* failures) {
+double TimeExecutions(int concurrency, int total, Fn run, int* failures) {
   std::atomic<int> next{0};
   std::atomic<int> failed{0};
   const Clock::time_point start = Clock::now();
@@ -165,7 +167,23 @@ double Throughput(int concurrency, int total, Fn run, int* failures) {
   }
   for (std::thread& thread : threads) thread.join();
   *failures += failed.load();
-  return total / (MsSince(start) / 1000.0);
+  return MsSince(start) / 1000.0;
+}
+
+// Executions/s of `bare` and of `boxed` at `concurrency`, `total` of each, measured in
+// alternating blocks so that a change of the machine's load hits both alike.
+template <typename Bare, typename Boxed>
+std::pair<double, double> Throughputs(int concurrency, int total, int num_blocks, Bare bare,
+                                      Boxed boxed, int* failures) {
+  double bare_s = 0, boxed_s = 0;
+  int done = 0;
+  for (int block = 0; block < num_blocks; ++block) {
+    const int count = (total - done) / (num_blocks - block);
+    bare_s += TimeExecutions(concurrency, count, bare, failures);
+    boxed_s += TimeExecutions(concurrency, count, boxed, failures);
+    done += count;
+  }
+  return {done / bare_s, done / boxed_s};
 }
 
 // 64 completions x 5 stdin/stdout tests of "print the sum of two integers"; every fourth
@@ -276,7 +294,10 @@ int main(int argc, char** argv) {
   const std::vector<std::string> true_argv = {"/bin/true"};
   int failures = 0;
 
+  const int64_t warm_before = sandbox->num_warm_starts();
   const Overhead py = MeasureOverhead(*sandbox, python, runs, warmup);
+  json["warm_start_fraction"] =
+      static_cast<double>(sandbox->num_warm_starts() - warm_before) / (runs + warmup);
   const Overhead truth = MeasureOverhead(*sandbox, true_argv, runs / 2, warmup);
   const Overhead py_no_cgroups = MeasureOverhead(*sandbox_no_cgroups, python, runs / 2, warmup);
   failures += py.failures + truth.failures + py_no_cgroups.failures;
@@ -305,10 +326,9 @@ int main(int argc, char** argv) {
   std::printf("executions/s of python3 -c pass (%d per measurement)\n", throughput_runs);
   const ExecRequest python_request = ArgvRequest(python);
   for (int c : concurrencies) {
-    const double bare =
-        Throughput(c, throughput_runs, [&] { return RunBare(python); }, &failures);
-    const double boxed = Throughput(
-        c, throughput_runs, [&] { return RunSandboxed(*sandbox, python_request); }, &failures);
+    const auto [bare, boxed] = Throughputs(
+        c, throughput_runs, /*num_blocks=*/4, [&] { return RunBare(python); },
+        [&] { return RunSandboxed(*sandbox, python_request); }, &failures);
     std::printf("  concurrency %d: bare %7.1f/s  sandboxed %7.1f/s  ratio %.3f\n", c, bare, boxed,
                 boxed / bare);
     json[absl::StrCat("bare_exec_per_s_c", c)] = bare;

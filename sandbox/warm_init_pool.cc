@@ -1,0 +1,72 @@
+#include "sandbox/warm_init_pool.h"
+
+#include <chrono>
+#include <utility>
+
+namespace lockstep::sandbox {
+
+WarmInitPool::WarmInitPool(std::string init_path, CgroupSupport cgroup, int num_idle)
+    : init_path_(std::move(init_path)),
+      cgroup_(std::move(cgroup)),
+      num_idle_(static_cast<size_t>(num_idle < 1 ? 1 : num_idle)) {
+  spawner_ = std::thread([this] { SpawnerLoop(); });
+}
+
+WarmInitPool::~WarmInitPool() {
+  std::deque<PooledInit> idle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  spawner_.join();
+  idle = std::move(idle_);
+  for (PooledInit& pooled : idle) DiscardWarmInit(&pooled.init);  // before its cgroup goes
+}
+
+std::optional<PooledInit> WarmInitPool::Take() {
+  std::optional<PooledInit> taken;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (idle_.empty()) return std::nullopt;
+    taken.emplace(std::move(idle_.front()));
+    idle_.pop_front();
+  }
+  ++num_taken_;
+  wake_.notify_one();
+  return taken;
+}
+
+void WarmInitPool::SpawnerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    wake_.wait(lock, [this] { return stopping_ || idle_.size() < num_idle_; });
+    if (stopping_) return;
+    lock.unlock();
+    PooledInit pooled;
+    bool ok = true;
+    std::vector<std::string> procs;
+    if (cgroup_.kind != CgroupSupport::Kind::kNone) {
+      absl::StatusOr<RunCgroup> created = RunCgroup::Create(cgroup_);
+      ok = created.ok();
+      if (ok) {
+        procs = created->procs_files();
+        pooled.cgroup.emplace(*std::move(created));
+      }
+    }
+    if (ok) {
+      absl::StatusOr<WarmInit> warm = SpawnWarmInit(init_path_, procs);
+      ok = warm.ok();
+      if (ok) pooled.init = *warm;
+    }
+    lock.lock();
+    if (ok) {
+      idle_.push_back(std::move(pooled));
+    } else {
+      // Runs start cold meanwhile; try again later rather than spin.
+      wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; });
+    }
+  }
+}
+
+}  // namespace lockstep::sandbox
