@@ -28,7 +28,7 @@ const std::map<std::string, std::vector<std::string>>& KnownKeys() {
       {"sft", {"steps", "batch_size", "lr"}},
       {"generator",
        {"count", "addresses", "kv_bytes", "threads", "temperature", "top_p", "top_k",
-        "max_tokens"}},
+        "max_tokens", "max_restarts"}},
       {"trainer",
        {"address", "lr", "betas", "eps", "weight_decay", "grad_clip", "warmup_steps", "schedule",
         "min_lr_ratio", "micro_batch_tokens", "max_sequence_length", "threads"}},
@@ -36,7 +36,7 @@ const std::map<std::string, std::vector<std::string>>& KnownKeys() {
        {"advantage", "loss", "clip_eps_low", "clip_eps_high", "log_ratio_clamp", "aggregation",
         "constant_normalizer", "drop_zero_variance_groups", "kl_coef", "tis_cap",
         "samples_per_prompt", "prompts_per_step"}},
-      {"rewards", {"builtin", "options", "weight", "servers", "sandbox_address"}},
+      {"rewards", {"builtin", "options", "weight", "servers", "sandbox_address", "max_restarts"}},
       {"rewards.servers",
        {"name", "command", "address", "deadline_ms", "max_attempts", "max_concurrency", "weight"}},
       {"environment", {"command", "address", "max_turns", "deadline_ms"}},
@@ -388,6 +388,7 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
     r.Json("options", &config->rewards.options);
     r.Double("weight", &config->rewards.weight);
     r.String("sandbox_address", &config->rewards.sandbox_address);
+    r.Int("max_restarts", &config->rewards.max_restarts);
     if (const toml::node* servers = r.Node("servers")) {
       const toml::array* array = servers->as_array();
       if (array == nullptr || (!array->empty() && !array->is_array_of_tables())) {

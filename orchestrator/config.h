@@ -145,6 +145,9 @@ struct RewardsSection {
   nlohmann::json options = nlohmann::json::object();  // the built-in's options
   double weight = 1.0;                                // the built-in's weight
   std::vector<RewardServerConfig> servers;
+  // Restarts of each reward or environment server the job started (from a `command`) after it
+  // dies; its items that still fail after the client's retries are counted failed.
+  int64_t max_restarts = 3;
   // A running `lockstep serve sandbox` ("host:port") that code_tests runs programs on, called
   // with the job's token; "" = the in-process sandbox.
   std::string sandbox_address;

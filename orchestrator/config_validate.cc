@@ -226,6 +226,7 @@ void CheckRewards(const JobConfig& c, Problems& p) {
     if (!reward.ok()) p.Add("rewards.builtin", std::string(reward.status().message()));
   }
   if (!std::isfinite(r.weight)) p.Add("rewards.weight", "must be finite");
+  p.AtLeast("rewards.max_restarts", r.max_restarts, 0);
   std::set<std::string> names;
   for (size_t i = 0; i < r.servers.size(); ++i) {
     const RewardServerConfig& s = r.servers[i];

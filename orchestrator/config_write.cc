@@ -64,7 +64,8 @@ void InsertJson(toml::table* table, const std::string& key, const nlohmann::json
 toml::table ToToml(const JobConfig& c) {
   toml::table rewards{{"builtin", c.rewards.builtin},
                       {"weight", c.rewards.weight},
-                      {"sandbox_address", c.rewards.sandbox_address}};
+                      {"sandbox_address", c.rewards.sandbox_address},
+                      {"max_restarts", c.rewards.max_restarts}};
   toml::table options;
   for (const auto& [key, item] : c.rewards.options.items()) InsertJson(&options, key, item);
   rewards.insert("options", std::move(options));

@@ -36,7 +36,8 @@ class GeneratorRecovery {
  public:
   virtual ~GeneratorRecovery() = default;
 
-  // Generators that died since the last call, each death once, oldest first.
+  // Generators that died since the last call, each death once, oldest first. An
+  // implementation may restart other services it owns here (JobServices: reward servers).
   virtual std::vector<GeneratorDeath> TakeDeaths() = 0;
 
   // Waits up to `timeout` for the current process of generator `g` to be dead; its death (also

@@ -147,13 +147,43 @@ int64_t JobServices::GeneratorIndex(const std::string& name) {
   return index;
 }
 
+void JobServices::RestartSideService(const ChildExit& exit) {
+  int64_t& count = restarts_[exit.name];
+  const int64_t max_restarts = config_.rewards.max_restarts;
+  if (count >= max_restarts) {
+    log_(absl::StrCat("service ", exit.name, " ", exit.how, " and its restart budget is spent",
+                      " ([rewards] max_restarts = ", max_restarts,
+                      "): its items fail and are counted"));
+    return;
+  }
+  ++count;
+  log_(absl::StrCat("restarting ", exit.name, " (restart ", count, " of ", max_restarts,
+                    "): it ", exit.how));
+  // The same argv, so the same port: the reward and environment clients reach it again (their
+  // retries of the items in flight included).
+  absl::StatusOr<pid_t> pid = supervisor_.Restart(exit.name);
+  absl::StatusOr<std::string> address =
+      pid.ok() ? supervisor_.WaitUntilServing(exit.name) : pid.status();
+  if (!address.ok()) {
+    log_(absl::StrCat("cannot restart ", exit.name, ": ", address.status().message()));
+    return;
+  }
+  log_(absl::StrCat(exit.name, " is back at ", *address, ", ",
+                    absl::FormatDuration(absl::Trunc(absl::Now() - exit.time,
+                                                     absl::Milliseconds(1))),
+                    " after its death"));
+}
+
 std::vector<GeneratorDeath> JobServices::TakeDeaths() {
   std::vector<GeneratorDeath> deaths;
   for (const ChildExit& exit : supervisor_.TakeExits()) {
     const int64_t g = GeneratorIndex(exit.name);
-    // Other services' deaths surface as their calls' errors.
-    if (g < 0 || g >= static_cast<int64_t>(generators_.size())) continue;
-    deaths.push_back({g, exit.name, exit.how, exit.time});
+    if (g >= 0 && g < static_cast<int64_t>(generators_.size())) {
+      deaths.push_back({g, exit.name, exit.how, exit.time});
+    } else if (exit.name != "trainer") {
+      RestartSideService(exit);  // a reward or environment server
+    }
+    // The trainer's death surfaces as its calls' errors.
   }
   return deaths;
 }

@@ -69,7 +69,9 @@ class JobServices final : public GeneratorRecovery {
   // Stops every child (SIGTERM, grace, SIGKILL). Safe to call more than once.
   void StopAll() { supervisor_.StopAll(); }
 
-  // GeneratorRecovery. Only generators this job started can die or be restarted.
+  // GeneratorRecovery. Only generators this job started can die or be restarted. TakeDeaths
+  // also restarts the reward and environment servers this job started that died (blocking
+  // until each serves again, on the same port).
   std::vector<GeneratorDeath> TakeDeaths() override;
   std::optional<GeneratorDeath> WaitForDeath(int64_t g, absl::Duration timeout) override;
   int64_t incarnation(int64_t g) const override { return incarnations_[g]; }
@@ -82,6 +84,9 @@ class JobServices final : public GeneratorRecovery {
   JobRewards& rewards() { return rewards_; }
 
  private:
+  // Restarts a reward or environment server that died, within [rewards] max_restarts; logs
+  // what it did (a failed or refused restart leaves its items failing, counted).
+  void RestartSideService(const ChildExit& exit);
   // Restarts generator `g` (its backoff first), waits until it serves, gives it a new client.
   absl::Status RestartOne(const GeneratorDeath& death);
   // Generator index of a started generator's child name, or -1.

@@ -143,10 +143,12 @@ deadline_ms = 20000
 }
 
 TEST_F(RunRewardsTest, ServerKilledMidRunFailsItsItemsAndTheRunContinues) {
-  // The server answers 3 Score calls (one per prompt), then SIGKILLs itself.
+  // The server answers 3 Score calls (one per prompt), then SIGKILLs itself; not restarted
+  // (tests/faults/reward_restart_test covers restarts).
   const Outcome run = RunJob("fault", absl::StrCat(R"(
 [rewards]
 builtin = "math"
+max_restarts = 0
 [[rewards.servers]]
 name = "fragile"
 command = [")",
