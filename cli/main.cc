@@ -15,6 +15,12 @@ int main(int argc, char** argv) {
   lockstep::cli::AddSandboxCommand(app);
   lockstep::cli::AddDiagnoseCommand(app);
   lockstep::cli::AddDataCommand(app);
-  CLI11_PARSE(app, argc, argv);
+  // Subcommands run (and exit with their own codes) inside parse. A usage error (unknown flag,
+  // bad value, missing subcommand) exits 2 with CLI11's message, for every subcommand alike.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   return 0;
 }

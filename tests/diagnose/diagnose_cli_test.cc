@@ -115,6 +115,7 @@ TEST_F(DiagnoseCliTest, BadInputExitsTwoNamesTheProblemAndWritesNothing) {
       {{(*root_ / "run_cut").string()}, "step-000003.jsonl:1"},
       {{"--model", Model(), "--tokens", "7"}, "at least 2"},
       {{"--model", Model()}, "exactly one of"},
+      {{"--model", Model(), "--tokens", "1,2,3", "--colour", "red"}, "not expected: --colour"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;
