@@ -142,23 +142,36 @@ absl::StatusOr<DiagnoseReport> DiagnoseBehaviour(const DiagnoseRequest& request,
   if (behaviour.size() != request.sequences.size()) {
     return absl::InvalidArgumentError("diagnose: one behaviour log-prob list per sequence needed");
   }
+  // Only log-probs are compared: no observer, and the sequences go down path A in the groups
+  // its settings describe (pack for train, batch for generate), as Diagnose runs them.
   Comparison comparison(config.num_hidden_layers, config.HasQkNorm(), request.top_k);
-  absl::StatusOr<PathRun> a = RunPath(**model, request.sequences, request.a, request.temperature);
-  if (!a.ok()) return a.status();
-  for (size_t s = 0; s < request.sequences.size(); ++s) {
-    if (behaviour[s].size() != a->logprobs[s].size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": sequence ", s, " has ", behaviour[s].size(), " log-probs for ",
-          a->logprobs[s].size(), " completion tokens"));
+  const int64_t count = static_cast<int64_t>(request.sequences.size());
+  const int64_t group = GroupSize(request.a);
+  double seconds = 0;
+  for (int64_t begin = 0; begin < count; begin += group) {
+    const std::vector<DiagnoseSequence> sequences(
+        request.sequences.begin() + begin,
+        request.sequences.begin() + std::min(count, begin + group));
+    absl::StatusOr<PathRun> a = RunPath(**model, sequences, request.a, request.temperature,
+                                        /*perturb=*/nullptr, /*observe=*/false);
+    if (!a.ok()) return a.status();
+    seconds += a->seconds;
+    for (size_t i = 0; i < sequences.size(); ++i) {
+      const size_t s = static_cast<size_t>(begin) + i;
+      if (behaviour[s].size() != a->logprobs[i].size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": sequence ", s, " has ", behaviour[s].size(), " log-probs for ",
+            a->logprobs[i].size(), " completion tokens"));
+      }
+      comparison.AddTokensOnly(sequences[i], static_cast<int64_t>(s), a->logprobs[i],
+                               behaviour[s]);
     }
-    comparison.AddTokensOnly(request.sequences[s], static_cast<int64_t>(s), a->logprobs[s],
-                             behaviour[s]);
   }
   absl::StatusOr<DiagnoseReport> report = comparison.Finish();
   if (!report.ok()) return report.status();
   report->a_settings = request.a.ToString();
   report->b_settings = absl::StrCat("behaviour ", source);
-  report->seconds_a = a->seconds;
+  report->seconds_a = seconds;
   return report;
 }
 

@@ -129,35 +129,50 @@ TEST_F(DiagnoseCliTest, BadInputExitsTwoNamesTheProblemAndWritesNothing) {
 }
 
 TEST_F(DiagnoseCliTest, BehaviourFileIsComparedWithTheTrainerPath) {
-  // Log-probs "from another engine": the generator's own (identical), then one nudged.
+  // Log-probs "from another engine": the generator's own (identical), then one nudged. Three
+  // sequences, so that --a pack=2 runs them in two groups.
+  const std::vector<std::string> lists = {Tokens(12, 4), Tokens(9, 5), Tokens(14, 6)};
   const fs::path same = *root_ / "same.json";
-  ASSERT_EQ(Diagnose({"--model", Model(), "--tokens", Tokens(12, 4), "--json", same.string()})
+  ASSERT_EQ(Diagnose({"--model", Model(), "--tokens", lists[0], "--tokens", lists[1], "--tokens",
+                      lists[2], "--prompt-length", "6", "--json", same.string()})
                 .exit_code,
             0);
   const nlohmann::json report = nlohmann::json::parse(ReadFile(same));
-  std::vector<float> logprobs = report["sequences"][0]["logprobs_b"].get<std::vector<float>>();
-  std::vector<int64_t> tokens;
-  std::stringstream list(Tokens(12, 4));
-  for (std::string t; std::getline(list, t, ',');) tokens.push_back(std::stoll(t));
+  std::vector<std::vector<float>> logprobs;
+  for (const nlohmann::json& sequence : report["sequences"]) {
+    logprobs.push_back(sequence["logprobs_b"].get<std::vector<float>>());
+  }
+  ASSERT_EQ(logprobs.size(), 3u);
   const fs::path file = *root_ / "behaviour.jsonl";
-  const auto write = [&](const std::vector<float>& values) {
-    nlohmann::json line = {{"prompt_tokens", std::vector<int64_t>(tokens.begin(), tokens.begin() + 6)},
-                           {"completion_tokens", std::vector<int64_t>(tokens.begin() + 6, tokens.end())},
-                           {"logprobs", values}};
-    std::ofstream(file) << line.dump() << "\n";
+  const auto write = [&] {
+    std::ofstream out(file);
+    for (size_t s = 0; s < lists.size(); ++s) {
+      std::vector<int64_t> tokens;
+      std::stringstream list(lists[s]);
+      for (std::string t; std::getline(list, t, ',');) tokens.push_back(std::stoll(t));
+      nlohmann::json line = {
+          {"prompt_tokens", std::vector<int64_t>(tokens.begin(), tokens.begin() + 6)},
+          {"completion_tokens", std::vector<int64_t>(tokens.begin() + 6, tokens.end())},
+          {"logprobs", logprobs[s]}};
+      out << line.dump() << "\n";
+    }
   };
-  write(logprobs);
+  write();
   const fs::path out = *root_ / "behaviour.json";
-  auto run = Diagnose({"--model", Model(), "--behaviour", file.string(), "--json", out.string()});
+  auto run = Diagnose({"--model", Model(), "--behaviour", file.string(), "--a", "pack=2",
+                       "--json", out.string()});
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  logprobs[2] += 0.25f;
-  write(logprobs);
-  run = Diagnose({"--model", Model(), "--behaviour", file.string(), "--json", out.string()});
+  logprobs[2][2] += 0.25f;
+  write();
+  run = Diagnose({"--model", Model(), "--behaviour", file.string(), "--a", "pack=2", "--json",
+                  out.string()});
   ASSERT_EQ(run.exit_code, 1) << run.output;
   const nlohmann::json nudged = nlohmann::json::parse(ReadFile(out));
+  EXPECT_EQ(nudged["tokens_compared"].get<int64_t>(), 6 + 3 + 8);
   EXPECT_EQ(nudged["tokens_differing"].get<int64_t>(), 1);
   EXPECT_NEAR(nudged["max_abs_logprob_diff"].get<double>(), 0.25, 1e-6);
-  EXPECT_EQ(nudged["sequences"][0]["tokens_differing"].get<int64_t>(), 1);
+  EXPECT_EQ(nudged["sequences"][0]["tokens_differing"].get<int64_t>(), 0);
+  EXPECT_EQ(nudged["sequences"][2]["tokens_differing"].get<int64_t>(), 1);
   EXPECT_TRUE(nudged["first_divergence"].is_null());
 }
 
