@@ -13,6 +13,7 @@
 // average: the machine may be shared.
 //   build/bench/sandbox/bench_sandbox --json sandbox.json
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -151,9 +152,28 @@ Overhead MeasureOverhead(const Sandbox& sandbox, const std::vector<std::string>&
   return overhead;
 }
 
-// Seconds for `total` executions of `run` from `concurrency` threads.
+// CPU ms of this process and of every child it has waited for (a run's whole process tree:
+// the init waits for its own). Kernel workers (e.g. a network namespace's teardown) are not in it.
+double ProcessTreeCpuMs() {
+  auto ms = [](const rusage& u) {
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+           (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+  };
+  rusage self, children;
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &children);
+  return ms(self) + ms(children);
+}
+
+struct Block {
+  double seconds = 0;
+  double cpu_ms = 0;
+};
+
+// Wall seconds and CPU of `total` executions of `run` from `concurrency` threads.
 template <typename Fn>
-double TimeExecutions(int concurrency, int total, Fn run, int* failures) {
+Block TimeExecutions(int concurrency, int total, Fn run, int* failures) {
+  const double cpu_start = ProcessTreeCpuMs();
   std::atomic<int> next{0};
   std::atomic<int> failed{0};
   const Clock::time_point start = Clock::now();
@@ -167,23 +187,33 @@ double TimeExecutions(int concurrency, int total, Fn run, int* failures) {
   }
   for (std::thread& thread : threads) thread.join();
   *failures += failed.load();
-  return MsSince(start) / 1000.0;
+  return {MsSince(start) / 1000.0, ProcessTreeCpuMs() - cpu_start};
 }
 
 // Executions/s of `bare` and of `boxed` at `concurrency`, `total` of each, measured in
 // alternating blocks so that a change of the machine's load hits both alike.
+struct Throughput {
+  double bare_per_s = 0, boxed_per_s = 0;
+  double bare_cpu_ms = 0, boxed_cpu_ms = 0;  // per execution, process tree
+};
+
 template <typename Bare, typename Boxed>
-std::pair<double, double> Throughputs(int concurrency, int total, int num_blocks, Bare bare,
-                                      Boxed boxed, int* failures) {
-  double bare_s = 0, boxed_s = 0;
+Throughput Throughputs(int concurrency, int total, int num_blocks, Bare bare, Boxed boxed,
+                       int* failures) {
+  Block bare_sum, boxed_sum;
   int done = 0;
   for (int block = 0; block < num_blocks; ++block) {
     const int count = (total - done) / (num_blocks - block);
-    bare_s += TimeExecutions(concurrency, count, bare, failures);
-    boxed_s += TimeExecutions(concurrency, count, boxed, failures);
+    const Block b = TimeExecutions(concurrency, count, bare, failures);
+    const Block s = TimeExecutions(concurrency, count, boxed, failures);
+    bare_sum.seconds += b.seconds;
+    bare_sum.cpu_ms += b.cpu_ms;
+    boxed_sum.seconds += s.seconds;
+    boxed_sum.cpu_ms += s.cpu_ms;
     done += count;
   }
-  return {done / bare_s, done / boxed_s};
+  return {done / bare_sum.seconds, done / boxed_sum.seconds, bare_sum.cpu_ms / done,
+          boxed_sum.cpu_ms / done};
 }
 
 // 64 completions x 5 stdin/stdout tests of "print the sum of two integers"; every fourth
@@ -326,11 +356,19 @@ int main(int argc, char** argv) {
   std::printf("executions/s of python3 -c pass (%d per measurement)\n", throughput_runs);
   const ExecRequest python_request = ArgvRequest(python);
   for (int c : concurrencies) {
-    const auto [bare, boxed] = Throughputs(
+    const int64_t warm_at_start = sandbox->num_warm_starts();
+    const Throughput t = Throughputs(
         c, throughput_runs, /*num_blocks=*/4, [&] { return RunBare(python); },
         [&] { return RunSandboxed(*sandbox, python_request); }, &failures);
-    std::printf("  concurrency %d: bare %7.1f/s  sandboxed %7.1f/s  ratio %.3f\n", c, bare, boxed,
-                boxed / bare);
+    const double bare = t.bare_per_s, boxed = t.boxed_per_s;
+    std::printf(
+        "  concurrency %d: bare %7.1f/s  sandboxed %7.1f/s  ratio %.3f   CPU/exec bare %.1f ms, "
+        "sandboxed %.1f ms\n",
+        c, bare, boxed, boxed / bare, t.bare_cpu_ms, t.boxed_cpu_ms);
+    json[absl::StrCat("warm_start_fraction_c", c)] =
+        static_cast<double>(sandbox->num_warm_starts() - warm_at_start) / throughput_runs;
+    json[absl::StrCat("bare_cpu_ms_per_exec_c", c)] = t.bare_cpu_ms;
+    json[absl::StrCat("sandbox_cpu_ms_per_exec_c", c)] = t.boxed_cpu_ms;
     json[absl::StrCat("bare_exec_per_s_c", c)] = bare;
     json[absl::StrCat("sandbox_exec_per_s_c", c)] = boxed;
     json[absl::StrCat("throughput_ratio_c", c)] = boxed / bare;
