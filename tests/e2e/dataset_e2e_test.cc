@@ -3,24 +3,27 @@
 // are renamed and nested, a chat eval file, the chat template and stop tokens from the model's
 // files, [logging] level, "no eval", and bad inputs stopped before any service starts.
 //
-// The tokenizers here are the tiny models' byte-level vocabulary with Qwen3's or Llama 3's
-// special tokens and chat_template (the real Qwen3 / Llama 3 tokenizer.json files come from
-// scripts/fetch_tokenizers.sh, which needs the network; their renderings are the golden tests
-// of tests/tokenizer).
+// The Qwen3 and Llama 3 jobs use the real tokenizer.json / tokenizer_config.json files that
+// scripts/fetch_tokenizers.sh puts under .cache/tokenizers (scripts/test.sh runs it first), in
+// checkpoints with the real vocabulary and tiny layers. The other tests use `lockstep init-model`'s
+// byte-level tokenizer.
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/tokenizer/byte_tokenizer_writer.h"
+#include "model/checkpoint.h"
 #include "model/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/run_lockstep.h"
+#include "tests/tokenizer/golden_files.h"
 
 namespace lockstep {
 namespace {
@@ -59,6 +62,17 @@ nlohmann::json GoldenChatCase(const std::string& name) {
   return nlohmann::json::object();
 }
 
+// The real tokenizer's ids for a golden case's rendering (tests/golden/tokenizer/chat_ids.jsonl,
+// in the order of chat_cases.json).
+std::vector<int32_t> GoldenChatIds(const std::string& name) {
+  for (const nlohmann::json& line :
+       ::lockstep::testing::ReadJsonLines("tests/golden/tokenizer/chat_ids.jsonl")) {
+    if (line["name"] == name) return line["ids"].get<std::vector<int32_t>>();
+  }
+  ADD_FAILURE() << "no golden chat ids " << name;
+  return {};
+}
+
 // train.jsonl with the golden case's messages as its first row, then 7 more.
 void WriteTrainStartingWith(const fs::path& path, const nlohmann::json& golden) {
   nlohmann::json row = {{"conversations", golden["messages"]},
@@ -88,6 +102,46 @@ class DatasetE2eTest : public ::testing::Test {
     EXPECT_EQ(init.exit_code, 0) << init.output;
     return dir;
   }
+
+  // A checkpoint shaped like the real family's (its vocab_size, bos/eos ids, bf16 storage) with
+  // tiny layers, and the family's real tokenizer files copied in.
+  fs::path WriteReferenceModel(const std::string& family, ModelConfig config) {
+    const fs::path tokenizers = ::lockstep::testing::ReferenceTokenizerDir(family);
+    EXPECT_TRUE(fs::exists(tokenizers / "tokenizer.json"))
+        << "no " << tokenizers << ": run scripts/fetch_tokenizers.sh";
+    config.hidden_size = 64, config.intermediate_size = 128, config.num_hidden_layers = 2;
+    config.num_attention_heads = 4, config.num_key_value_heads = 2, config.head_dim = 16;
+    config.torch_dtype = StorageDtype::kBFloat16;
+    const fs::path dir = root_ / family;
+    std::shared_ptr<Transformer> model = CreateRandomModel(config, /*seed=*/5);
+    if (family == "llama3") FavourToken(*model, kLlama3EotId);
+    EXPECT_TRUE(SaveModel(*model, dir).ok());
+    for (const char* file : {"tokenizer.json", "tokenizer_config.json"}) {
+      fs::copy_file(tokenizers / file, dir / file, fs::copy_options::overwrite_existing);
+    }
+    return dir;
+  }
+
+  // Makes `id` the model's next token whatever the context, with probability ~1: residual
+  // dimension 0 is a constant 100 (every embedding row has it, no layer writes to it) that
+  // dwarfs the others (~1), so the final norm's output is ~sqrt(hidden_size) there for every
+  // token, and only lm_head's row `id` weighs it (logit ~32 against ~0). The layers still
+  // compute on the other dimensions.
+  static void FavourToken(Transformer& model, int64_t id) {
+    torch::NoGradGuard no_grad;
+    TensorMap weights = StateDict(model);
+    weights.at("model.embed_tokens.weight").select(1, 0).fill_(100.0);
+    for (auto& [name, tensor] : weights) {
+      if (absl::EndsWith(name, "o_proj.weight") || absl::EndsWith(name, "down_proj.weight")) {
+        tensor.select(0, 0).zero_();
+      }
+    }
+    torch::Tensor head = weights.at("lm_head.weight");
+    head.select(1, 0).zero_();
+    head.select(0, id).select(0, 0).fill_(4.0);
+  }
+
+  static constexpr int64_t kLlama3EotId = 128009;
 
   fs::path WriteJob(const fs::path& model, const std::string& extra = "") {
     const fs::path job = root_ / "job.toml";
@@ -130,14 +184,27 @@ progress = false
   fs::path root_;
 };
 
+// What `lockstep data check` prints for the first row of `train`: its rendering and the number
+// of tokens the job's tokenizer encodes it to.
+std::string DataCheckFirstRow(const fs::path& train, const fs::path& job, const fs::path& log) {
+  Outcome check = RunLockstep({"data", "check", train.string(), "--config", job.string(),
+                               "--rows", "1"},
+                              log);
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  return check.output;
+}
+
 TEST_F(DatasetE2eTest, Qwen3ChatJobWithNestedFieldsTrainsEvaluatesAndPrintsAtTheLevel) {
-  const fs::path model = InitModel("qwen3", "qwen3");
+  ModelConfig config = *PresetConfig(Architecture::kQwen3, "tiny");
+  config.vocab_size = 151936, config.bos_token_id = 151643, config.eos_token_id = 151645;
+  const fs::path model = WriteReferenceModel("qwen3", config);
   const fs::path job = WriteJob(model);
   const nlohmann::json golden = GoldenChatCase("qwen3_system_user");
   WriteTrainStartingWith(root_ / "train.jsonl", golden);
   Outcome debug = Run(job, "debug", {"logging.level=debug"});
   ASSERT_EQ(debug.exit_code, 0) << debug.output;
-  // The reference rendering of Qwen3's chat_template (the golden) for the first rows.
+  // The reference rendering of Qwen3's chat_template (the golden) for the first rows, and the
+  // real tokenizer's ids for it (as many as the reference tokenizer gives).
   EXPECT_THAT(debug.output, HasSubstr("lockstep run: first train prompt: " +
                                       golden["expected"].get<std::string>()));
   EXPECT_THAT(debug.output, HasSubstr("lockstep run: first eval prompt: <|im_start|>system\n"
@@ -145,8 +212,11 @@ TEST_F(DatasetE2eTest, Qwen3ChatJobWithNestedFieldsTrainsEvaluatesAndPrintsAtThe
                                       "20+0=<|im_end|>\n<|im_start|>assistant\n"));
   EXPECT_THAT(debug.output, HasSubstr("chat template qwen3 (" +
                                       (model / "tokenizer_config.json").string() +
-                                      "), plain prompts templated, stop tokens [258 <|im_end|>, "
-                                      "256 <|endoftext|>]"));
+                                      "), plain prompts templated, stop tokens [151645 <|im_end|>, "
+                                      "151643 <|endoftext|>]"));
+  EXPECT_THAT(DataCheckFirstRow(root_ / "train.jsonl", job, root_ / "check.log"),
+              HasSubstr(absl::StrCat("prompt (", GoldenChatIds("qwen3_system_user").size(),
+                                     " tokens):\n", golden["expected"].get<std::string>())));
   nlohmann::json summary = nlohmann::json::parse(ReadFile(root_ / "debug" / "summary.json"));
   EXPECT_EQ(summary["rl_steps"], 2);
   EXPECT_GT(summary["parity_tokens_compared"].get<int64_t>(), 0);
@@ -161,7 +231,7 @@ TEST_F(DatasetE2eTest, Qwen3ChatJobWithNestedFieldsTrainsEvaluatesAndPrintsAtThe
 
   // At "warning" the orchestrator's info lines are gone; with eval_size 0 there is no eval and
   // the summary says so instead of an accuracy of 0.
-  Outcome quiet = Run(job, "quiet", {"logging.level=warning", "data.eval_size=0"});
+  Outcome quiet = Run(job, "quiet", {"logging.level=warning", "data.eval_size=0", "job.steps=1"});
   ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
   EXPECT_THAT(quiet.output, Not(HasSubstr("lockstep run:")));
   EXPECT_THAT(quiet.output, HasSubstr("no eval (no eval set, or eval_size 0)"));
@@ -172,34 +242,22 @@ TEST_F(DatasetE2eTest, Qwen3ChatJobWithNestedFieldsTrainsEvaluatesAndPrintsAtThe
 }
 
 TEST_F(DatasetE2eTest, Llama3ModelGetsTheLlama3TemplateAndStopsOnEotId) {
-  const fs::path model = InitModel("llama3", "llama");
-  // Llama 3's special tokens on the byte-level vocabulary, its chat_template and eos files.
-  nlohmann::json tokenizer = ByteLevelTokenizerJson();
-  const char* names[] = {"<|end_of_text|>", "<|begin_of_text|>", "<|eot_id|>",
-                         "<|start_header_id|>", "<|end_header_id|>"};
-  for (int i = 0; i < 5; ++i) {
-    tokenizer["added_tokens"][i]["content"] = names[i];
-    tokenizer["added_tokens"][i]["special"] = true;
-  }
-  std::ofstream(model / "tokenizer.json") << tokenizer.dump();
-  nlohmann::json config = ByteLevelTokenizerConfigJson();
-  config.erase("added_tokens_decoder");
-  config["chat_template"] =
-      "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
-      "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}";
-  config["bos_token"] = "<|begin_of_text|>";
-  config["eos_token"] = "<|eot_id|>";
-  std::ofstream(model / "tokenizer_config.json") << config.dump();
-  // Its sampling defaults too; [generator] keys of the job would win.
+  // Llama 3 Instruct's ids; its generation_config.json ends a reply on <|end_of_text|> or
+  // <|eot_id|>, and sets the sampling defaults ([generator] keys of the job would win).
+  ModelConfig config = *PresetConfig(Architecture::kLlama, "tiny");
+  config.vocab_size = 128256, config.bos_token_id = 128000, config.eos_token_id = 128009;
+  const fs::path model = WriteReferenceModel("llama3", config);
   std::ofstream(model / "generation_config.json")
-      << R"({"eos_token_id": [256, 258], "temperature": 0.5, "top_k": 5})";
+      << R"({"bos_token_id": 128000, "eos_token_id": [128001, 128009], "temperature": 0.5,)"
+      << R"( "top_k": 5})";
 
   const nlohmann::json golden = GoldenChatCase("llama3_multi_turn_trimmed");
   WriteTrainStartingWith(root_ / "train.jsonl", golden);
-  Outcome run = Run(WriteJob(model), "llama", {"logging.level=debug", "sft.steps=2",
-                                               "sft.batch_size=4"});
+  const fs::path job = WriteJob(model);
+  Outcome run = Run(job, "llama", {"logging.level=debug", "sft.steps=2", "sft.batch_size=4"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  // The reference rendering of Llama 3's chat_template (the golden).
+  // The reference rendering of Llama 3's chat_template (the golden), and the real tokenizer's
+  // ids for it.
   EXPECT_THAT(run.output, HasSubstr("lockstep run: first train prompt: " +
                                     golden["expected"].get<std::string>()));
   EXPECT_THAT(run.output,
@@ -207,10 +265,13 @@ TEST_F(DatasetE2eTest, Llama3ModelGetsTheLlama3TemplateAndStopsOnEotId) {
                         "system<|end_header_id|>\n\nAnswer with the number.<|eot_id|>"
                         "<|start_header_id|>user<|end_header_id|>\n\n20+0=<|eot_id|>"
                         "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+  EXPECT_THAT(DataCheckFirstRow(root_ / "train.jsonl", job, root_ / "check.log"),
+              HasSubstr(absl::StrCat("prompt (", GoldenChatIds("llama3_multi_turn_trimmed").size(),
+                                     " tokens):\n", golden["expected"].get<std::string>())));
   EXPECT_THAT(run.output, HasSubstr("chat template llama3 (" +
                                     (model / "tokenizer_config.json").string() +
-                                    "), plain prompts templated, stop tokens [258 <|eot_id|>, "
-                                    "256 <|end_of_text|>]"));
+                                    "), plain prompts templated, stop tokens [128009 <|eot_id|>, "
+                                    "128001 <|end_of_text|>]"));
   EXPECT_THAT(run.output, Not(HasSubstr("im_end")));
   const std::string resolved = ReadFile(root_ / "llama" / "config.toml");
   EXPECT_THAT(resolved, HasSubstr("temperature = 0.5"));
@@ -218,7 +279,21 @@ TEST_F(DatasetE2eTest, Llama3ModelGetsTheLlama3TemplateAndStopsOnEotId) {
   EXPECT_THAT(ReadFile(root_ / "llama" / "trainer_options.json"), HasSubstr("\"temperature\": 0.5"));
   nlohmann::json summary = nlohmann::json::parse(ReadFile(root_ / "llama" / "summary.json"));
   EXPECT_EQ(summary["rl_steps"], 2);
+  EXPECT_GT(summary["parity_tokens_compared"].get<int64_t>(), 0);
   EXPECT_EQ(summary["parity_tokens_mismatched"], 0);
+  EXPECT_EQ(summary["eval_after"]["num_prompts"], 3);
+  // The model samples <|eot_id|> first (FavourToken): every completion is that one token, so the
+  // generator stopped on it; were it not a stop token, each would run to max_tokens (6).
+  int num_steps = 0;
+  std::istringstream metrics(ReadFile(root_ / "llama" / "metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (!record.contains("gen_tokens")) continue;
+    ++num_steps;
+    EXPECT_EQ(record["samples"], 4) << line;
+    EXPECT_EQ(record["gen_tokens"], 4) << line;
+  }
+  EXPECT_EQ(num_steps, 2);
 }
 
 TEST_F(DatasetE2eTest, BadInputsStopBeforeAnyServiceStarts) {
@@ -260,6 +335,14 @@ TEST_F(DatasetE2eTest, BadInputsStopBeforeAnyServiceStarts) {
   std::ofstream(model / "tokenizer.json") << tokenizer.dump();
   expect_stopped("vocab", Run(job, "vocab", {"tokenizer.chat_template=qwen3"}),
                  "more than the model's embedding (vocab_size 512");
+  // The real Qwen3 tokenizer next to a model built for a 512-id vocabulary.
+  const fs::path reference = ::lockstep::testing::ReferenceTokenizerDir("qwen3");
+  fs::copy_file(reference / "tokenizer.json", model / "tokenizer.json",
+                fs::copy_options::overwrite_existing);
+  fs::copy_file(reference / "tokenizer_config.json", model / "tokenizer_config.json",
+                fs::copy_options::overwrite_existing);
+  expect_stopped("reference", Run(job, "reference"),
+                 "the tokenizer has 151669 ids, more than the model's embedding (vocab_size 512");
   // No tokenizer files at all.
   fs::remove(model / "tokenizer.json");
   fs::remove(model / "tokenizer_config.json");
