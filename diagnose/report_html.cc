@@ -35,12 +35,12 @@ std::string HeatColor(double max_abs, bool differs) {
 }
 
 std::string HeatMap(const DiagnoseReport& report) {
-  std::vector<Op> columns;
+  std::vector<Op> layer_ops;
   std::map<int64_t, std::map<int, const OpDifference*>> by_layer;
   for (const OpDifference& op : report.ops) {
     if (IsLayerOp(op.op) &&
-        std::find(columns.begin(), columns.end(), op.op) == columns.end()) {
-      columns.push_back(op.op);
+        std::find(layer_ops.begin(), layer_ops.end(), op.op) == layer_ops.end()) {
+      layer_ops.push_back(op.op);
     }
     by_layer[op.layer][static_cast<int>(op.op)] = &op;
   }
@@ -52,19 +52,23 @@ std::string HeatMap(const DiagnoseReport& report) {
         HeatColor(op->max_abs_diff, differs), op->rows_differing, op->rows_compared,
         op->max_abs_diff, differs ? absl::StrFormat("%.1e", op->max_abs_diff) : "0");
   };
-  std::string html = "<table class=heat><tr><th>layer</th>";
-  for (Op op : columns) absl::StrAppend(&html, "<th>", OpName(op), "</th>");
-  absl::StrAppend(&html, "</tr>");
+  // One row per op in execution order, one column per layer: a tall map that fits the page at
+  // any depth (wider than the page, it scrolls inside its own box).
+  std::string html = "<div class=scroll><table class=heat><tr><th>op \\ layer</th>";
   for (const auto& [layer, ops] : by_layer) {
-    if (layer < 0) continue;
-    absl::StrAppend(&html, "<tr><th>", layer, "</th>");
-    for (Op op : columns) {
+    if (layer >= 0) absl::StrAppend(&html, "<th>", layer, "</th>");
+  }
+  absl::StrAppend(&html, "</tr>");
+  for (Op op : layer_ops) {
+    absl::StrAppend(&html, "<tr><th>", OpName(op), "</th>");
+    for (const auto& [layer, ops] : by_layer) {
+      if (layer < 0) continue;
       auto it = ops.find(static_cast<int>(op));
       absl::StrAppend(&html, cell(it == ops.end() ? nullptr : it->second));
     }
     absl::StrAppend(&html, "</tr>");
   }
-  absl::StrAppend(&html, "</table><table class=heat><tr>");
+  absl::StrAppend(&html, "</table></div><table class=heat><tr>");
   const auto& outside = by_layer[-1];
   for (const auto& [op, difference] : outside) {
     absl::StrAppend(&html, "<th>", OpName(static_cast<Op>(op)), "</th>");
@@ -111,7 +115,8 @@ std::string ReportToHtml(const DiagnoseReport& report) {
       ".same{background:#dff0d8}.differ{background:#f8d7da}"
       "table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 6px;"
       "font-size:12px;text-align:right}th{background:#eee}"
-      ".heat td{min-width:54px;font-family:monospace}.na{background:#fff}"
+      ".heat td{min-width:54px;font-family:monospace}.heat th{text-align:left}"
+      ".na{background:#fff}.scroll{overflow-x:auto;max-width:100%}"
       ".box{border-left:4px solid #c0392b;padding:6px 12px;background:#fdf2f2}"
       "</style></head><body><h1>lockstep diagnose</h1>";
   absl::StrAppend(&html, "<p>A: <code>", Escape(report.a_settings), "</code><br>B: <code>",

@@ -1,5 +1,6 @@
 // `lockstep diagnose` as a process: exit codes (0 identical, 1 different, 2 bad input), the
 // JSON contract, the HTML file, and bad input named with nothing written.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -83,6 +84,27 @@ TEST_F(DiagnoseCliTest, FastAgainstBatchInvariantExitsOneAndNamesTheOp) {
   EXPECT_GE(first["layer"].get<int64_t>(), 0);
   EXPECT_FALSE(first["op"].get<std::string>().empty());
   EXPECT_EQ(first["sequence"].get<int64_t>(), 0);
+}
+
+// The HTML report of a real difference renders in headless Chromium (installed by
+// scripts/test.sh; never skipped) into a page that is not blank: the heat map, tables and bars.
+TEST_F(DiagnoseCliTest, HtmlReportRendersInHeadlessChromium) {
+  const fs::path html = *root_ / "differ.html", png = *root_ / "differ.png";
+  const auto run = Diagnose({"--model", Model(), "--tokens", Tokens(40, 7), "--a", "mode=fast",
+                             "--html", html.string()});
+  ASSERT_EQ(run.exit_code, 1) << run.output;
+  const std::string page = ReadFile(html);
+  EXPECT_NE(page.find("<table class=heat>"), std::string::npos);
+  EXPECT_NE(page.find("<th>attention</th>"), std::string::npos) << "ops are the heat map's rows";
+  const std::string command =
+      "WINDOW_SIZE=1200,1600 " LOCKSTEP_SOURCE_DIR "/scripts/render_report.sh " + html.string() +
+      " " + png.string() + " > " + (*root_ / "render.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << ReadFile(*root_ / "render.log");
+  const std::string image = ReadFile(png);
+  ASSERT_GE(image.size(), 24u);
+  EXPECT_EQ(image.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  // A blank page of this size is about 9 KB as PNG; this report is over 100 KB.
+  EXPECT_GT(image.size(), 40000u) << "the screenshot looks empty";
 }
 
 TEST_F(DiagnoseCliTest, BadInputExitsTwoNamesTheProblemAndWritesNothing) {
