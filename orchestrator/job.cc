@@ -350,8 +350,9 @@ absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_t
   absl::StatusOr<std::unique_ptr<MetricsLog>> metrics = MetricsLog::Open(run_dir_->metrics_path());
   if (!metrics.ok()) return metrics.status();
   // Declared after `episodes`: the loop goes first, waiting for its callbacks.
-  // Generators this job started are restarted when they die (job_services.h).
-  GeneratorRecovery* recovery = config_.generator.addresses.empty() ? &services_ : nullptr;
+  // The services this job started are restarted when they die (job_services.h); a generator
+  // at a given address that fails a call stops the job.
+  GeneratorRecovery* recovery = &services_;
   RlLoop loop(loop_options,
               {&services_.trainer(), services_.generators(), services_.rewards().scorer(),
                tokenizer_.get(), episodes.get(), recovery},

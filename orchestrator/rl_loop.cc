@@ -74,6 +74,13 @@ RlLoop::RlLoop(RlLoopOptions options, RlServices services, const Dataset* datase
   if (services_.recovery != nullptr && services_.environment == nullptr) {
     queue_->KeepFailedCalls();
     tend_ = [this] { return TendGenerators(); };
+  } else if (services_.recovery != nullptr) {
+    // Multi-turn: a dead generator fails its episodes and the job (not recovered yet), but the
+    // reward and environment servers are still restarted (TakeDeaths).
+    tend_ = [this] {
+      services_.recovery->TakeDeaths();
+      return absl::OkStatus();
+    };
   }
   if (options_.parity != "off" && options_.mismatch_records.max_records > 0) {
     mismatch_recorder_ = std::make_unique<MismatchRecorder>(options_.mismatch_records);
