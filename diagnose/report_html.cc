@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace lockstep::diagnose {
 namespace {
@@ -158,8 +159,11 @@ std::string ReportToHtml(const DiagnoseReport& report) {
                             Escape(where), d.sequence, d.position, d.max_abs_diff);
       if (d.inputs_identical) {
         absl::StrAppend(&html, "Its inputs were bit-identical on both paths: ");
-        for (const std::string& input : d.inputs) absl::StrAppend(&html, Escape(input), "; ");
-        if (d.inputs.empty()) absl::StrAppend(&html, "it reads only token ids.");
+        absl::StrAppend(&html, absl::StrJoin(d.inputs, "; ",
+                                             [](std::string* out, const std::string& input) {
+                                               out->append(Escape(input));
+                                             }),
+                        d.inputs.empty() ? "it reads only token ids." : ".");
       } else {
         absl::StrAppend(&html, "No op had identical inputs: the difference entered outside the "
                                "ops diagnose observes.");
