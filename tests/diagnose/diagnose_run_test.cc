@@ -20,8 +20,11 @@ namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::FreshTestDirectory;
+using test_support::JsonLines;
 using test_support::Outcome;
 using test_support::ReadFile;
+using test_support::RunArgs;
 using test_support::RunLockstep;
 
 constexpr char kJobToml[] = R"(
@@ -48,21 +51,10 @@ builtin = "math"
 progress = false
 )";
 
-std::vector<nlohmann::json> JsonLines(const fs::path& path) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
-}
-
 class DiagnoseRunTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            absl::StrCat("diagnose_run_", getpid(), "_",
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    root_ = FreshTestDirectory("diagnose_run");
     std::ofstream(root_ / "job.toml") << kJobToml;
   }
   void TearDown() override {
@@ -70,13 +62,7 @@ class DiagnoseRunTest : public ::testing::Test {
     fs::remove_all(root_);
   }
   Outcome Run(const std::string& name, const std::vector<std::string>& sets) {
-    std::vector<std::string> args = {"run", (root_ / "job.toml").string(), "--name", name,
-                                     "--set", absl::StrCat("job.output_root=\"", root_.string(), "\"")};
-    for (const std::string& set : sets) {
-      args.push_back("--set");
-      args.push_back(set);
-    }
-    return RunLockstep(args, root_ / (name + ".log"));
+    return RunLockstep(RunArgs(root_ / "job.toml", root_, name, sets), root_ / (name + ".log"));
   }
   Outcome Diagnose(const std::string& name, const fs::path& json) {
     return RunLockstep({"diagnose", (root_ / name).string(), "--json", json.string()},

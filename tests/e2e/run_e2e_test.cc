@@ -110,11 +110,7 @@ fs::path LatestWeights(const fs::path& checkpoints) {
 class RunE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            absl::StrCat("lockstep_e2e_", getpid(), "_",
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    root_ = test_support::FreshTestDirectory("lockstep_e2e");
     config_ = root_ / "job.toml";
     std::ofstream(config_) << kJobToml;
   }
@@ -124,8 +120,7 @@ class RunE2eTest : public ::testing::Test {
     fs::remove_all(root_);
   }
   std::vector<std::string> Run(const std::string& name, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"run", config_.string(), "--name", name, "--set",
-                                     absl::StrCat("job.output_root=\"", root_.string(), "\"")};
+    std::vector<std::string> args = test_support::RunArgs(config_, root_, name);
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -165,10 +160,9 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
       {"run", "--resume", (root_ / "split").string(), "--set", "job.steps=4"},
       root_ / "split2.log");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  std::ifstream split_metrics(root_ / "split" / "metrics.jsonl");
   std::vector<int64_t> steps;
-  for (std::string line; std::getline(split_metrics, line);) {
-    steps.push_back(nlohmann::json::parse(line)["step"].get<int64_t>());
+  for (const nlohmann::json& record : test_support::JsonLines(root_ / "split" / "metrics.jsonl")) {
+    steps.push_back(record["step"].get<int64_t>());
   }
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 3, 4}));
   // The summary covers the whole job, both runs.

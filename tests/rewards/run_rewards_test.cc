@@ -62,10 +62,7 @@ using test_support::ReadFile;
 using test_support::RunLockstep;
 
 std::vector<nlohmann::json> MetricsLines(const fs::path& run) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(run / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
-  return lines;
+  return test_support::JsonLines(run / "metrics.jsonl");
 }
 
 struct ItemCounts {
@@ -89,11 +86,7 @@ ItemCounts SumItems(const std::vector<nlohmann::json>& lines) {
 class RunRewardsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            absl::StrCat("lockstep_run_rewards_", getpid(), "_",
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    root_ = test_support::FreshTestDirectory("lockstep_run_rewards");
   }
   void TearDown() override { fs::remove_all(root_); }
 
@@ -101,9 +94,7 @@ class RunRewardsTest : public ::testing::Test {
   Outcome RunJob(const std::string& name, const std::string& rewards_toml) {
     const fs::path config = root_ / (name + ".toml");
     std::ofstream(config) << kJobToml << rewards_toml;
-    return RunLockstep({"run", config.string(), "--name", name, "--set",
-                        absl::StrCat("job.output_root=\"", root_.string(), "\"")},
-                       root_ / (name + ".log"));
+    return RunLockstep(test_support::RunArgs(config, root_, name), root_ / (name + ".log"));
   }
 
   fs::path root_;

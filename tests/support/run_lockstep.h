@@ -1,5 +1,6 @@
-// Test support: start or run the `lockstep` binary with its output captured, and read a file
-// whole. Header-only; a test target defines LOCKSTEP_BINARY (the path of the built binary).
+// Test support: start or run the `lockstep` binary with its output captured, a fresh directory
+// per test, the arguments of a `lockstep run` into it, and reading files (whole, or as JSON
+// lines). Header-only; a test target defines LOCKSTEP_BINARY (the path of the built binary).
 #ifndef LOCKSTEP_TESTS_SUPPORT_RUN_LOCKSTEP_H_
 #define LOCKSTEP_TESTS_SUPPORT_RUN_LOCKSTEP_H_
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace lockstep::test_support {
 
@@ -25,6 +27,42 @@ inline std::string ReadFile(const std::filesystem::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+// Each line of a JSONL file (metrics.jsonl, mismatch records), parsed.
+inline std::vector<nlohmann::json> JsonLines(const std::filesystem::path& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(nlohmann::json::parse(line));
+  }
+  return lines;
+}
+
+// <temp>/<prefix>_<pid>_<this test's name>, emptied and created: a directory of the running
+// test's own.
+inline std::filesystem::path FreshTestDirectory(const std::string& prefix) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      (prefix + "_" + std::to_string(getpid()) + "_" +
+       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// `run CONFIG --name NAME --set job.output_root="ROOT"` and a `--set` for each of `sets`: a job
+// whose run directory is ROOT/NAME.
+inline std::vector<std::string> RunArgs(const std::filesystem::path& config,
+                                        const std::filesystem::path& root, const std::string& name,
+                                        const std::vector<std::string>& sets = {}) {
+  std::vector<std::string> args = {"run", config.string(), "--name", name, "--set",
+                                   "job.output_root=\"" + root.string() + "\""};
+  for (const std::string& set : sets) {
+    args.push_back("--set");
+    args.push_back(set);
+  }
+  return args;
 }
 
 struct Outcome {
