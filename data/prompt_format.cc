@@ -35,6 +35,19 @@ std::vector<std::string> EndOfTurnTokens(ChatTemplateFamily family) {
   return {};
 }
 
+// What the family's template writes after a message's end-of-turn token, before the next one.
+const char* AfterEndOfTurn(ChatTemplateFamily family) {
+  switch (family) {
+    case ChatTemplateFamily::kQwen3:
+      return "\n";
+    case ChatTemplateFamily::kLlama3:
+      return "";
+    case ChatTemplateFamily::kPlain:
+      break;
+  }
+  return "\n\n";  // RenderChat's plain join
+}
+
 // `eos_token_id` of `json` (one integer or a list of them) appended to `ids`.
 absl::Status AppendEosIds(const nlohmann::json& json, const fs::path& path,
                           std::vector<int64_t>* ids) {
@@ -186,6 +199,16 @@ std::string DescribePromptFormat(const PromptFormat& format, const Tokenizer& to
 absl::StatusOr<std::string> PromptText(const Example& example, const PromptFormat& format) {
   if (example.prompt.has_value() && !format.apply_to_plain_prompts) return *example.prompt;
   return RenderPrompt(example, format.family, format.template_options);
+}
+
+absl::StatusOr<std::string> ObservationText(const ChatMessage& message, const PromptFormat& format) {
+  ChatTemplateOptions options = format.template_options;
+  options.add_generation_prompt = true;
+  options.bos_token.clear();  // mid-conversation
+  absl::StatusOr<std::string> rendered =
+      RenderChat(format.family, absl::MakeConstSpan(&message, 1), options);
+  if (!rendered.ok()) return rendered.status();
+  return absl::StrCat(AfterEndOfTurn(format.family), *rendered);
 }
 
 }  // namespace lockstep

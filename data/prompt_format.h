@@ -53,6 +53,13 @@ absl::StatusOr<PromptFormat> ResolvePromptFormat(const std::filesystem::path& to
 // as it is.
 absl::StatusOr<std::string> PromptText(const Example& example, const PromptFormat& format);
 
+// What an observation with a role (an environment's reply in a multi-turn episode) adds to
+// a conversation whose model turn just ended on its end-of-turn token: what the template writes
+// after that token (Qwen3 "\n", Llama 3 nothing), the message, and the header that opens the
+// model's next turn (with Qwen3's thinking switch), never a second bos. Plain: the content after
+// a blank line. InvalidArgument for a role the family has no markup for.
+absl::StatusOr<std::string> ObservationText(const ChatMessage& message, const PromptFormat& format);
+
 // One line for users: "chat template qwen3 (<source>), plain prompts templated, stop tokens
 // [258 <|im_end|>, 256 <|endoftext|>]".
 std::string DescribePromptFormat(const PromptFormat& format, const Tokenizer& tokenizer);

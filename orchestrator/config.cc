@@ -31,7 +31,7 @@ const std::map<std::string, std::vector<std::string>>& KnownKeys() {
         "max_tokens", "max_restarts"}},
       {"trainer",
        {"address", "lr", "betas", "eps", "weight_decay", "grad_clip", "warmup_steps", "schedule",
-        "min_lr_ratio", "micro_batch_tokens", "max_sequence_length", "threads"}},
+        "min_lr_ratio", "micro_batch_tokens", "max_sequence_length", "threads", "max_restarts"}},
       {"algorithm",
        {"advantage", "loss", "clip_eps_low", "clip_eps_high", "log_ratio_clamp", "aggregation",
         "constant_normalizer", "drop_zero_variance_groups", "kl_coef", "tis_cap",
@@ -352,6 +352,7 @@ void ReadSections(const toml::table& root, LoadContext* context, JobConfig* conf
   {
     SectionReader r = reader("trainer");
     r.String("address", &config->trainer.address);
+    r.Int("max_restarts", &config->trainer.max_restarts);
     r.Double("lr", &config->trainer.lr);
     r.DoubleList("betas", &config->trainer.betas);
     r.Double("eps", &config->trainer.eps);

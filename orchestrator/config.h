@@ -97,6 +97,9 @@ struct GeneratorSection {
 // TrainerOptionsJson). `address` connects to a running trainer instead of starting one.
 struct TrainerSection {
   std::string address;
+  // Restarts of a started trainer that dies: from its last checkpoint, the job rolled back to it
+  // (the steps after it run again, to the same bits); 0 = a dead trainer stops the job.
+  int64_t max_restarts = 3;
   double lr = 1e-5;
   std::vector<double> betas = {0.9, 0.999};
   double eps = 1e-8;

@@ -143,6 +143,7 @@ void CheckServices(const JobConfig& c, Problems& p) {
 
   const TrainerSection& t = c.trainer;
   p.Positive("trainer.lr", t.lr);
+  p.AtLeast("trainer.max_restarts", t.max_restarts, 0);
   if (t.betas.size() != 2 ||
       !std::all_of(t.betas.begin(), t.betas.end(), [](double b) { return b >= 0 && b < 1; })) {
     p.Add("trainer.betas", "must be two numbers in [0, 1), e.g. [0.9, 0.999]");

@@ -117,6 +117,7 @@ toml::table ToToml(const JobConfig& c) {
                                 {"max_tokens", c.generator.max_tokens},
                                 {"max_restarts", c.generator.max_restarts}}},
       {"trainer", toml::table{{"address", c.trainer.address},
+                              {"max_restarts", c.trainer.max_restarts},
                               {"lr", c.trainer.lr},
                               {"betas", std::move(betas)},
                               {"eps", c.trainer.eps},

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
-#include "model/tokenizer/chat_template.h"
 #include "orchestrator/train_rollout.h"
 #include "orchestrator/valid_utf8.h"
 #include "rewards/episode.h"
@@ -139,8 +138,9 @@ void EnvironmentRollouts::RunEpisodeTask(const Task& task) {
     out.text = text.ok() ? ValidUtf8(*text) : "";
     return out;
   };
-  // An observation with a role is a chat message (the model's turn ended with <|im_end|>);
-  // without one it is appended verbatim.
+  // An observation with a role is the conversation's next message in the job's chat template
+  // (the model's turn ended on the template's end-of-turn token); without one it is appended
+  // verbatim.
   const rewards::EncodeFn encode =
       [&](const rewards::Observation& observation) -> absl::StatusOr<std::vector<int32_t>> {
     std::string text = observation.text;
@@ -148,10 +148,9 @@ void EnvironmentRollouts::RunEpisodeTask(const Task& task) {
       ChatMessage message;
       message.role = observation.role;
       message.content = observation.text;
-      absl::StatusOr<std::string> rendered =
-          RenderChat(ChatTemplateFamily::kQwen3, absl::MakeConstSpan(&message, 1));
+      absl::StatusOr<std::string> rendered = ObservationText(message, options_.format);
       if (!rendered.ok()) return rendered.status();
-      text = absl::StrCat("\n", *rendered);
+      text = *std::move(rendered);
     }
     return tokenizer_->Encode(text);
   };

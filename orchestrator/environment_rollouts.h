@@ -30,6 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "data/prompt_format.h"
 #include "model/tokenizer/tokenizer.h"
 #include "orchestrator/generator_client.h"
 #include "proto/generator.pb.h"
@@ -45,6 +46,8 @@ struct EnvironmentRolloutOptions {
   // truncated, before a turn could pass it.
   int64_t max_sequence_length = 2048;
   v1::SamplingParams sampling;  // per turn (max_tokens = tokens per turn); the seed is per turn
+  // The job's chat template: an observation with a role is rendered as its next message.
+  PromptFormat format;
   absl::Duration generate_timeout = absl::Minutes(10);
   int num_threads = 8;  // episodes running at once
 };

@@ -95,10 +95,19 @@ absl::StatusOr<JobSummary> Job::Run() {
   absl::StatusOr<LoopStart> loop_start = resuming_ ? Resume() : WarmStartAndEvaluate();
   if (!loop_start.ok()) return loop_start.status();
   JobSummary summary;
-  if (absl::Status s =
-          RunLoop(*std::move(loop_start), &summary.rl_steps, &summary.rl_steps_this_run);
-      !s.ok()) {
-    return s;
+  while (true) {
+    absl::Status s = RunLoop(*std::move(loop_start), &summary.rl_steps, &summary.rl_steps_this_run);
+    if (s.ok()) break;
+    // A dead trainer: restarted from its last checkpoint, and the job rolls back to it (the
+    // steps after it run again and, on CPU in batch-invariant mode, give the same bits).
+    if (absl::IsCancelled(s) || IsRestartBudgetSpent(s) || !services_.TrainerDied(absl::Seconds(3))) {
+      return s;
+    }
+    Log(absl::StrCat("the trainer died at RL step ", summary.rl_steps, ": ", s.message()));
+    if (absl::Status restarted = services_.RestartTrainer(); !restarted.ok()) return restarted;
+    job_totals_ = RlTotals();  // Resume folds the kept records again
+    loop_start = Resume();
+    if (!loop_start.ok()) return loop_start.status();
   }
   absl::StatusOr<EvalResult> after = RunEval("after");
   if (!after.ok()) return after.status();
@@ -224,6 +233,7 @@ ServiceLaunch Job::Launch() const {
   launch.auth_token = auth_token_;
   launch.auth_token_path = run_dir_->auth_token_path();
   launch.logs_dir = run_dir_->logs_dir();
+  launch.checkpoints_dir = run_dir_->checkpoints_dir();
   return launch;
 }
 

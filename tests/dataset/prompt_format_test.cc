@@ -1,7 +1,8 @@
 // The prompt format read from a model directory: chat template family (Qwen3 / Llama 3
 // recognised, an unknown one an error naming the file), the override names, stop tokens from
 // the template and every eos source (one id or a list), Qwen3's thinking switch, plain prompts
-// templated or raw, and the vocabulary-larger-than-embedding check.
+// templated or raw, the vocabulary-larger-than-embedding check, and how a multi-turn episode's
+// observation continues the conversation.
 #include "data/prompt_format.h"
 
 #include <filesystem>
@@ -184,6 +185,56 @@ TEST_F(PromptFormatTest, ATokenizerLargerThanTheEmbeddingIsAnError) {
   EXPECT_THAT(std::string(format.status().message()),
               HasSubstr("the tokenizer has 261 ids, more than the model's embedding (vocab_size "
                         "260 in " + (dir_ / "config.json").string()));
+}
+
+// A multi-turn episode's prompt, the model's turn up to its end-of-turn token, then the
+// environment's next message as ObservationText renders it: the whole conversation must be what
+// the family's Jinja template renders for it (the goldens of tests/golden/tokenizer).
+TEST(ObservationTextTest, ContinuesTheConversationAsTheTemplateRendersIt) {
+  const nlohmann::json cases =
+      nlohmann::json::parse(std::ifstream("tests/golden/tokenizer/chat_cases.json"));
+  int num_checked = 0;
+  for (const nlohmann::json& c : cases) {
+    const std::string name = c["name"];
+    if (name != "qwen3_multi_turn" && name != "llama3_multi_turn_trimmed") continue;
+    SCOPED_TRACE(name);
+    PromptFormat format;
+    format.family = *ParseChatTemplateFamily(c["family"].get<std::string>());
+    std::vector<ChatMessage> messages;
+    for (const nlohmann::json& m : c["messages"]) {
+      messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    }
+    ASSERT_EQ(messages.size(), 4u);
+    ASSERT_EQ(messages[2].role, "assistant");
+    const std::string prompt = *RenderChat(format.family, absl::MakeConstSpan(messages).first(2));
+    const std::string end_of_turn =
+        format.family == ChatTemplateFamily::kQwen3 ? "<|im_end|>" : "<|eot_id|>";
+    absl::StatusOr<std::string> observation = ObservationText(messages[3], format);
+    ASSERT_TRUE(observation.ok()) << observation.status();
+    EXPECT_EQ(prompt + "4" + end_of_turn + *observation, c["expected"].get<std::string>());
+    ++num_checked;
+  }
+  EXPECT_EQ(num_checked, 2);
+}
+
+TEST(ObservationTextTest, FollowsTheFormatsThinkingSwitchAndNeverWritesBos) {
+  const ChatMessage message{"user", "Too low."};
+  PromptFormat qwen3;
+  qwen3.family = ChatTemplateFamily::kQwen3;
+  qwen3.template_options.enable_thinking = false;
+  EXPECT_EQ(*ObservationText(message, qwen3),
+            "\n<|im_start|>user\nToo low.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  PromptFormat llama3;
+  llama3.family = ChatTemplateFamily::kLlama3;
+  llama3.template_options.bos_token = "<|begin_of_text|>";
+  llama3.template_options.add_generation_prompt = false;  // an observation always opens a turn
+  EXPECT_EQ(*ObservationText(message, llama3),
+            "<|start_header_id|>user<|end_header_id|>\n\nToo low.<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  PromptFormat plain;
+  EXPECT_EQ(*ObservationText(message, plain), "\n\nToo low.");
+  absl::StatusOr<std::string> tool = ObservationText({"tool", "x"}, llama3);
+  EXPECT_EQ(tool.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

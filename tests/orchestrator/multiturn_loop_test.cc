@@ -3,7 +3,8 @@
 // tokens the generator sampled and false on the environment's, environment tokens carry weight
 // versions the trainer knows, the staleness check reads only the model's tokens, and an episode
 // the environment fails is excluded from the batch and counted (sent == scored + failed).
-// Also the sample -> Rollout conversion on its own.
+// Observations are rendered in the job's chat template. Also the sample -> Rollout conversion on
+// its own.
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -15,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "data/prompt_format.h"
 #include "orchestrator/environment_rollouts.h"
 #include "orchestrator/rl_loop.h"
 #include "orchestrator/train_rollout.h"
@@ -143,7 +145,7 @@ class MultiTurnLoopTest : public ::testing::Test {
   }
 
   // Runs `steps` steps of 2 prompts x 4 episodes (up to 3 turns) against `environment`.
-  RlTotals Run(rewards::Environment& environment, int64_t steps) {
+  RlTotals Run(rewards::Environment& environment, int64_t steps, PromptFormat format = {}) {
     RlLoopOptions options;
     options.steps = steps;
     options.prompts_per_step = 2;
@@ -156,6 +158,7 @@ class MultiTurnLoopTest : public ::testing::Test {
     episode_options.max_turns = 3;
     episode_options.sampling = options.sampling;
     episode_options.num_threads = 4;
+    episode_options.format = std::move(format);
     EnvironmentRollouts episodes(&environment, services_.tokenizer(), episode_options);
     RlServices services{services_.trainer(), services_.generators(), nullptr, services_.tokenizer(),
                         &episodes};
@@ -236,6 +239,38 @@ TEST_F(MultiTurnLoopTest, LossMaskCoversExactlyTheModelsTokens) {
     EXPECT_GT(*record.rollout_environment_tokens, 0);
     EXPECT_EQ(*record.env_tokens, *record.rollout_environment_tokens);
   }
+}
+
+// The environment's messages are rendered in the job's chat template (here Llama 3's), not a
+// fixed one: every episode's completion opens with the first observation as a Llama 3 user turn
+// and the assistant header, and no Qwen3 markup appears anywhere.
+TEST_F(MultiTurnLoopTest, ObservationsUseTheJobsChatTemplate) {
+  rewards::GuessNumberEnvironment environment({.min = 0, .max = 18, .max_guesses = 3});
+  PromptFormat llama3;
+  llama3.family = ChatTemplateFamily::kLlama3;
+  Run(environment, 1, llama3);
+  const std::vector<v1::TrainStepRequest> batches = trainer_service_.batches();
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].rollouts_size(), 8);
+  int num_followed = 0;
+  for (const v1::Rollout& rollout : batches[0].rollouts()) {
+    const std::vector<int32_t> ids(rollout.completion_token_ids().begin(),
+                                   rollout.completion_token_ids().end());
+    absl::StatusOr<std::string> text = services_.tokenizer()->Decode(ids);
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_TRUE(absl::StartsWith(
+        *text,
+        "<|start_header_id|>user<|end_header_id|>\n\nI am thinking of a whole number from 0 to "
+        "18. You have 3 guesses. Answer with one number.<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"))
+        << *text;
+    EXPECT_FALSE(absl::StrContains(*text, "<|im_start|>")) << *text;
+    EXPECT_FALSE(absl::StrContains(*text, "<|begin_of_text|>")) << *text;
+    // A later observation follows the model's turn (ended by the fake's eos, id 258) directly:
+    // Llama 3 writes nothing between turns.
+    num_followed += absl::StrContains(*text, "<|im_end|><|start_header_id|>user");
+  }
+  EXPECT_GT(num_followed, 0);
 }
 
 TEST_F(MultiTurnLoopTest, FailedEpisodesAreExcludedAndCounted) {
