@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,7 @@ v1::WeightSyncTransport Transport(const std::string& name) {
 
 absl::Status JobServices::Start(const ServiceLaunch& launch, const Log& log) {
   log_ = log;
+  launch_ = launch;
   auth_token_ = launch.auth_token;
   // On the watcher thread, the moment the child is reaped: straight to stderr (the progress
   // line belongs to the loop thread).
@@ -35,23 +37,7 @@ absl::Status JobServices::Start(const ServiceLaunch& launch, const Log& log) {
     return absl::StrCat(launch.logs_dir, "/", name, ".log");
   };
   if (config_.trainer.address.empty()) {
-    std::vector<std::string> argv = {launch.lockstep_binary,
-                                     "serve",
-                                     "trainer",
-                                     "--model",
-                                     launch.model_dir,
-                                     "--options",
-                                     launch.trainer_options_path,
-                                     "--threads",
-                                     std::to_string(config_.trainer.threads),
-                                     "--port",
-                                     "0",
-                                     "--auth-token-file",
-                                     launch.auth_token_path};
-    if (!launch.resume_checkpoint.empty()) {
-      argv.push_back("--resume");
-      argv.push_back(launch.resume_checkpoint);
-    }
+    std::vector<std::string> argv = TrainerArgv(launch.resume_checkpoint);
     absl::StatusOr<pid_t> pid = supervisor_.Start({"trainer", argv, {}, log_path("trainer")});
     if (!pid.ok()) return pid.status();
   }
@@ -135,6 +121,64 @@ absl::Status JobServices::Sync(int64_t version) {
   return SyncWeights(*trainer_, generators_, version,
                      absl::Milliseconds(config_.weight_sync.timeout_ms) + absl::Seconds(10))
       .status();
+}
+
+std::vector<std::string> JobServices::TrainerArgv(const std::string& resume_dir) const {
+  std::vector<std::string> argv = {launch_.lockstep_binary,
+                                   "serve",
+                                   "trainer",
+                                   "--model",
+                                   launch_.model_dir,
+                                   "--options",
+                                   launch_.trainer_options_path,
+                                   "--threads",
+                                   std::to_string(config_.trainer.threads),
+                                   "--port",
+                                   "0",
+                                   "--auth-token-file",
+                                   launch_.auth_token_path};
+  if (!resume_dir.empty()) {
+    argv.push_back("--resume");
+    argv.push_back(resume_dir);
+  }
+  return argv;
+}
+
+bool JobServices::TrainerDied(absl::Duration wait) {
+  if (!config_.trainer.address.empty()) return false;  // not ours
+  return supervisor_.WaitForExit("trainer", wait).has_value();
+}
+
+absl::Status JobServices::RestartTrainer() {
+  std::optional<ChildExit> exit = supervisor_.WaitForExit("trainer", absl::ZeroDuration());
+  if (!exit.has_value()) return absl::FailedPreconditionError("the trainer still runs");
+  int64_t& count = restarts_["trainer"];
+  const int64_t max_restarts = config_.trainer.max_restarts;
+  if (count >= max_restarts) {
+    return RestartBudgetSpentError(absl::StrCat(
+        "service trainer ", exit->how, " and its restart budget is spent ([trainer] ",
+        "max_restarts = ", max_restarts, "); --resume continues from the last checkpoint"));
+  }
+  ++count;
+  // Its checkpoints, when it wrote one (else it starts over, as the job then does).
+  std::error_code error;
+  const std::string& checkpoints = launch_.checkpoints_dir;
+  const bool has_checkpoint =
+      std::filesystem::exists(checkpoints, error) && !std::filesystem::is_empty(checkpoints, error);
+  log_(absl::StrCat("restarting the trainer (restart ", count, " of ", max_restarts, ") from ",
+                    has_checkpoint ? "its last checkpoint" : "the start", ": it ", exit->how));
+  absl::StatusOr<pid_t> pid =
+      supervisor_.Restart("trainer", TrainerArgv(has_checkpoint ? checkpoints : ""));
+  if (!pid.ok()) return pid.status();
+  absl::StatusOr<std::string> address = supervisor_.WaitUntilServing("trainer");
+  if (!address.ok()) return address.status();
+  trainer_ = std::make_unique<TrainerClient>(*address, auth_token_);
+  if (absl::Status s = FormWeightSyncGroup(log_); !s.ok()) return s;
+  log_(absl::StrCat("the trainer is back at ", *address, ", ",
+                    absl::FormatDuration(absl::Trunc(absl::Now() - exit->time,
+                                                     absl::Milliseconds(1))),
+                    " after its death"));
+  return absl::OkStatus();
 }
 
 int64_t JobServices::GeneratorIndex(const std::string& name) {

@@ -45,6 +45,7 @@ struct ServiceLaunch {
   std::string auth_token;
   std::string auth_token_path;  // the same token, in the file the children read
   std::string logs_dir;         // <logs_dir>/<child>.log
+  std::string checkpoints_dir;  // where a restarted trainer resumes from
 };
 
 class JobServices final : public GeneratorRecovery {
@@ -65,6 +66,13 @@ class JobServices final : public GeneratorRecovery {
 
   // Sends the trainer's weights of `version` to every generator (bounded by the group timeout).
   absl::Status Sync(int64_t version);
+
+  // True iff the trainer this job started is dead, or dies within `wait`.
+  bool TrainerDied(absl::Duration wait);
+  // Starts the dead trainer again, from the run's last checkpoint when there is one, within
+  // [trainer] max_restarts (RestartBudgetSpentError once spent), connects to it and re-forms the
+  // weight-sync group. The caller rolls the job back to the checkpoint (Job::Resume).
+  absl::Status RestartTrainer();
 
   // Stops every child (SIGTERM, grace, SIGKILL). Safe to call more than once.
   void StopAll() { supervisor_.StopAll(); }
@@ -89,12 +97,15 @@ class JobServices final : public GeneratorRecovery {
   void RestartSideService(const ChildExit& exit);
   // Restarts generator `g` (its backoff first), waits until it serves, gives it a new client.
   absl::Status RestartOne(const GeneratorDeath& death);
+  // `lockstep serve trainer …`, resuming from `resume_dir` when non-empty.
+  std::vector<std::string> TrainerArgv(const std::string& resume_dir) const;
   // Generator index of a started generator's child name, or -1.
   static int64_t GeneratorIndex(const std::string& name);
 
   const JobConfig& config_;
   ProcessSupervisor supervisor_;
   Log log_;
+  ServiceLaunch launch_;
   std::string auth_token_;
   std::unique_ptr<TrainerClient> trainer_;
   // Every client ever made (a dead generator's stays valid for its calls still in flight).

@@ -138,7 +138,8 @@ absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildSpec& spec) {
   return pid;
 }
 
-absl::StatusOr<pid_t> ProcessSupervisor::Restart(const std::string& name) {
+absl::StatusOr<pid_t> ProcessSupervisor::Restart(const std::string& name,
+                                                 std::vector<std::string> argv) {
   absl::MutexLock lock(&mu_);
   Child* child = Find(name);
   if (child == nullptr) return absl::NotFoundError(absl::StrCat("no child named ", name));
@@ -146,6 +147,7 @@ absl::StatusOr<pid_t> ProcessSupervisor::Restart(const std::string& name) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot restart ", name, ": it still runs (pid ", child->pid, ")"));
   }
+  if (!argv.empty()) child->spec.argv = std::move(argv);
   if (absl::Status s = Spawn(*child); !s.ok()) return s;
   return child->pid;
 }

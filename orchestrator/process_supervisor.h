@@ -87,10 +87,11 @@ class ProcessSupervisor {
   // opened; FailedPrecondition "cannot start NAME: exec ARGV0: <reason>" when exec fails.
   absl::StatusOr<pid_t> Start(const ChildSpec& spec);
 
-  // Starts the dead child `name` again from its spec (its log is appended to; WaitUntilServing
-  // reads only what the new process writes). NotFound for an unknown name, FailedPrecondition
-  // while it still runs, else as Start.
-  absl::StatusOr<pid_t> Restart(const std::string& name);
+  // Starts the dead child `name` again from its spec, with `argv` instead of the spec's when
+  // non-empty (kept for later restarts); its log is appended to, WaitUntilServing reads only
+  // what the new process writes. NotFound for an unknown name, FailedPrecondition while it still
+  // runs, else as Start.
+  absl::StatusOr<pid_t> Restart(const std::string& name, std::vector<std::string> argv = {});
 
   // Waits until child `name` has printed "serving on HOST:PORT" (in what it wrote since it was
   // last started) and, with options.check_health, the health service there answers SERVING.

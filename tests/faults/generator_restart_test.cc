@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/faults/fault_test_support.h"
 #include "tests/support/run_lockstep.h"
 
 namespace lockstep {
@@ -29,6 +30,9 @@ using test_support::Outcome;
 using test_support::ReadFile;
 using test_support::RunLockstep;
 using test_support::SpawnLockstep;
+using fault_test::LineCount;
+using fault_test::ProcessWritingTo;
+using fault_test::WaitFor;
 
 // Tiny model, on-policy GRPO, strict parity; a weight-sync timeout short enough that a sync
 // broken by a death fails fast.
@@ -68,36 +72,6 @@ keep_last = 0
 [logging]
 progress = false
 )";
-
-// The pid of the process whose stdout is `log` (a supervised child writes to its log), or -1.
-pid_t ProcessWritingTo(const fs::path& log) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code error;
-    const fs::path target = fs::read_symlink(entry.path() / "fd" / "1", error);
-    if (!error && target == log) return std::stoi(name);
-  }
-  return -1;
-}
-
-int64_t LineCount(const fs::path& path) {
-  std::ifstream in(path);
-  int64_t lines = 0;
-  for (std::string line; std::getline(in, line);) ++lines;
-  return lines;
-}
-
-// Polls `condition` every millisecond for up to `timeout`.
-template <typename Condition>
-bool WaitFor(Condition condition, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 // Every prompt accounted for: issued = trained + dropped_by_policy + failed + in_flight.
 void ExpectLedgerHolds(const nlohmann::json& prompts) {

@@ -1,0 +1,50 @@
+// Helpers of the fault tests: find a supervised child by its log file, count metrics lines, poll.
+#ifndef LOCKSTEP_TESTS_FAULTS_FAULT_TEST_SUPPORT_H_
+#define LOCKSTEP_TESTS_FAULTS_FAULT_TEST_SUPPORT_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace lockstep::fault_test {
+
+namespace fs = std::filesystem;
+
+// The pid of the process whose stdout is `log` (a supervised child writes to its log), or -1.
+inline pid_t ProcessWritingTo(const fs::path& log) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code error;
+    const fs::path target = fs::read_symlink(entry.path() / "fd" / "1", error);
+    if (!error && target == log) return std::stoi(name);
+  }
+  return -1;
+}
+
+inline int64_t LineCount(const fs::path& path) {
+  std::ifstream in(path);
+  int64_t lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
+}
+
+// Polls `condition` every millisecond for up to `timeout`.
+template <typename Condition>
+bool WaitFor(Condition condition, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+}  // namespace lockstep::fault_test
+
+#endif  // LOCKSTEP_TESTS_FAULTS_FAULT_TEST_SUPPORT_H_

@@ -1,0 +1,119 @@
+// A dead trainer (issue 21 item 4): killed with kill -9 after the checkpoint of step 2, it is
+// restarted from that checkpoint and the job rolls back to it (data cursor and RNG from the
+// checkpoint, the generators get its weights); the job completes and its final model.safetensors
+// is byte-identical to the same job run without the kill (CPU, batch-invariant mode).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/faults/fault_test_support.h"
+#include "tests/support/run_lockstep.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+using fault_test::LineCount;
+using fault_test::ProcessWritingTo;
+using fault_test::WaitFor;
+using test_support::Outcome;
+using test_support::ReadFile;
+using test_support::RunLockstep;
+using test_support::SpawnLockstep;
+
+constexpr char kJobToml[] = R"(
+[job]
+steps = 6
+seed = 3
+[model]
+preset = "tiny"
+mode = "batch_invariant"
+[data]
+task = "arithmetic"
+eval_size = 16
+[sft]
+steps = 3
+batch_size = 16
+[generator]
+count = 2
+max_tokens = 16
+[trainer]
+lr = 0.001
+[algorithm]
+prompts_per_step = 4
+samples_per_prompt = 4
+drop_zero_variance_groups = false
+[rewards]
+builtin = "math"
+[async]
+max_staleness = 0
+[parity]
+mode = "strict"
+[weight_sync]
+timeout_ms = 10000
+[checkpointing]
+every = 2
+keep_last = 0
+[logging]
+progress = false
+)";
+
+TEST(TrainerRestartTest, KilledTrainerRestartsFromItsCheckpointAndTheWeightsAreIdentical) {
+  const fs::path root = fs::temp_directory_path() / absl::StrCat("lockstep_trainer_faults_", getpid());
+  fs::remove_all(root);
+  fs::create_directories(root);
+  std::ofstream(root / "job.toml") << kJobToml;
+  auto args = [&](const std::string& name) {
+    return std::vector<std::string>{"run", (root / "job.toml").string(), "--name", name, "--set",
+                                    absl::StrCat("job.output_root=\"", root.string(), "\"")};
+  };
+  const Outcome clean = RunLockstep(args("clean"), root / "clean.log");
+  ASSERT_EQ(clean.exit_code, 0) << clean.output;
+
+  const fs::path log = root / "killed.log";
+  const pid_t job = SpawnLockstep(args("killed"), log);
+  const fs::path trainer_log = fs::absolute(root / "killed" / "logs" / "trainer.log");
+  // Step 3 is past the checkpoint of step 2: it is lost with the trainer and runs again.
+  ASSERT_TRUE(WaitFor([&] { return LineCount(root / "killed" / "metrics.jsonl") >= 3; },
+                      std::chrono::seconds(120)))
+      << ReadFile(log);
+  const pid_t trainer = ProcessWritingTo(trainer_log);
+  ASSERT_GT(trainer, 0);
+  ASSERT_EQ(kill(trainer, SIGKILL), 0);
+  int status = 0;
+  ASSERT_TRUE(WaitFor([&] { return waitpid(job, &status, WNOHANG) == job; },
+                      std::chrono::seconds(240)));
+  const std::string output = ReadFile(log);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_NE(output.find("service trainer (pid " + std::to_string(trainer) +
+                        ") was killed by signal 9 (Killed)"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("restarting the trainer (restart 1 of 3) from its last checkpoint"),
+            std::string::npos)
+      << output;
+
+  const nlohmann::json summary = nlohmann::json::parse(ReadFile(root / "killed" / "summary.json"));
+  EXPECT_EQ(summary["rl_steps"], 6);
+  EXPECT_EQ(summary["restarts"], (nlohmann::json{{"trainer", 1}}));
+  EXPECT_EQ(summary["parity_tokens_mismatched"], 0);
+  EXPECT_EQ(LineCount(root / "killed" / "metrics.jsonl"), 6);  // each step once
+  const std::string clean_weights =
+      ReadFile(root / "clean" / "checkpoints" / "step_000009" / "model.safetensors");
+  ASSERT_FALSE(clean_weights.empty());
+  EXPECT_TRUE(clean_weights ==
+              ReadFile(root / "killed" / "checkpoints" / "step_000009" / "model.safetensors"))
+      << "final weights differ from the uninterrupted run's";
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace lockstep
