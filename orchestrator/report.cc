@@ -192,6 +192,16 @@ std::string SummaryTable(const std::vector<StepRecord>& records,
   if (job_summary.has_value()) {
     nlohmann::json summary = *job_summary;
     DropNullMembers(summary);
+    // A job without a held-out eval has no accuracies to show, only zeros; a summary from before
+    // held_out_eval existed has it false, so its eval counts decide.
+    if (!job_summary->held_out_eval && job_summary->eval_before.num_prompts == 0 &&
+        job_summary->eval_after.num_prompts == 0) {
+      for (const char* key :
+           {"accuracy_before", "accuracy_after", "eval_before", "eval_before_run", "eval_after"}) {
+        summary.erase(key);
+      }
+      summary["held_out_eval"] = "no eval (no eval set, eval_size 0, or a multi-turn job)";
+    }
     for (const auto& [key, value] : summary.items()) {
       if (value.is_object()) {
         for (const auto& [inner, inner_value] : value.items()) {

@@ -123,6 +123,37 @@ TEST(ReportTest, FullMetricsGiveEveryChartInASelfContainedPage) {
   EXPECT_THAT(html, Not(HasSubstr("url(")));
 }
 
+// A job without a held-out eval says so instead of showing accuracies of 0.
+TEST(ReportTest, AJobWithoutEvalSaysNoEval) {
+  JobSummary summary;
+  summary.held_out_eval = false;
+  summary.rl_steps = 30;
+  absl::StatusOr<RunDir> run = WriteRun(TempDir(), SyntheticRecords(30), summary);
+  ASSERT_TRUE(run.ok()) << run.status();
+  absl::StatusOr<std::string> path = WriteReport(run->path());
+  ASSERT_TRUE(path.ok()) << path.status();
+  const std::string html = ReadFile(*path);
+  EXPECT_THAT(html, HasSubstr("<td>held_out_eval</td><td class=\"n\">no eval (no eval set, "
+                              "eval_size 0, or a multi-turn job)</td>"));
+  for (const char* key : {"accuracy_before", "accuracy_after", "eval_before", "eval_after"}) {
+    EXPECT_THAT(html, Not(HasSubstr(absl::StrCat("<td>", key)))) << key;
+  }
+  EXPECT_THAT(html, HasSubstr("<td>rl_steps</td><td class=\"n\">30</td>"));
+
+  // With an eval the accuracies are there, measured.
+  summary.held_out_eval = true;
+  summary.eval_before.num_prompts = 3;
+  summary.accuracy_after = 0.5;
+  run = WriteRun(TempDir(), SyntheticRecords(30), summary);
+  ASSERT_TRUE(run.ok()) << run.status();
+  path = WriteReport(run->path());
+  ASSERT_TRUE(path.ok()) << path.status();
+  const std::string with_eval = ReadFile(*path);
+  EXPECT_THAT(with_eval, HasSubstr("<td>accuracy_after</td><td class=\"n\">0.5000</td>"));
+  EXPECT_THAT(with_eval, HasSubstr("<td>held_out_eval</td><td class=\"n\">true</td>"));
+  EXPECT_THAT(with_eval, Not(HasSubstr("no eval")));
+}
+
 TEST(ReportTest, ChartsWithoutDataAreLeftOut) {
   std::vector<StepRecord> records = {{.step = 1, .loss = 2.0}, {.step = 2, .loss = 1.5}};
   absl::StatusOr<RunDir> run = WriteRun(TempDir(), records, std::nullopt);
