@@ -53,9 +53,9 @@ struct TokenizerSection {
   bool enable_thinking = true;  // Qwen3: false opens the reply with an empty <think></think>
 };
 
-// [data]: a built-in `task` ("arithmetic") or JSONL files (one object per line).
+// [data]: a built-in `task` ("arithmetic", "arithmetic_code") or JSONL files (one per line).
 struct DataSection {
-  std::string task;         // "arithmetic" or empty
+  std::string task;         // "arithmetic", "arithmetic_code" or empty
   std::string train_file;   // JSONL; required when task is empty
   std::string eval_file;    // JSONL; optional (empty: held-out examples of the task)
   int64_t eval_size = 200;  // held-out prompts scored before and after RL

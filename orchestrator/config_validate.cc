@@ -103,7 +103,7 @@ void CheckModelAndData(const JobConfig& c, Problems& p) {
   if (c.data.task.empty() == c.data.train_file.empty()) {
     p.Add("data.task", "give exactly one of [data] task and [data] train_file");
   }
-  if (!c.data.task.empty()) p.OneOf("data.task", c.data.task, {"arithmetic"});
+  if (!c.data.task.empty()) p.OneOf("data.task", c.data.task, {"arithmetic", "arithmetic_code"});
   p.ExistingFile("data.train_file", c.data.train_file);
   p.ExistingFile("data.eval_file", c.data.eval_file);
   p.AtLeast("data.eval_size", c.data.eval_size, 0);

@@ -59,6 +59,19 @@ void PrintSummaryTable(const JobSummary& summary, const std::string& run_dir, FI
   std::fprintf(out, "  %-28s %lld of %lld\n", "reward items failed",
                static_cast<long long>(summary.reward_items_failed),
                static_cast<long long>(summary.reward_items_sent));
+  // Code rewards (reward_pipeline.h): the programs run and how each run ended, eval included.
+  const nlohmann::json components = summary.rewards.value("reward_components", nlohmann::json());
+  for (const auto& [name, component] : components.items()) {
+    if (!component.is_object() || !component.contains("sandbox_executions")) continue;
+    std::string verdicts;
+    for (const auto& [verdict, count] : component["sandbox_verdicts"].items()) {
+      if (count.get<int64_t>() == 0) continue;
+      absl::StrAppend(&verdicts, verdicts.empty() ? "" : ", ", verdict, " ", count.get<int64_t>());
+    }
+    std::fprintf(out, "  %-28s %lld (%s)\n", "sandbox executions",
+                 static_cast<long long>(component["sandbox_executions"].get<int64_t>()),
+                 verdicts.c_str());
+  }
   std::fprintf(out, "  %-28s %lld\n", "parity tokens compared",
                static_cast<long long>(summary.parity_tokens_compared));
   std::fprintf(out, "  %-28s %lld\n", "parity tokens mismatched",

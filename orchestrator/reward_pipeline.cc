@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rewards/local_reward_scorer.h"
@@ -65,7 +66,7 @@ rewards::ItemOutcome CombineOutcomes(const std::vector<RewardComponent>& compone
 }
 
 WeightedRewardScorer::WeightedRewardScorer(std::vector<RewardComponent> components)
-    : components_(std::move(components)) {}
+    : components_(std::move(components)), verdict_counts_(components_.size()) {}
 
 std::string WeightedRewardScorer::name() const {
   std::vector<std::string> parts;
@@ -122,6 +123,14 @@ void WeightedRewardScorer::Finish(PendingItems& pending) {
     metrics_.items_scored += num_scored;
     metrics_.items_failed += n - num_scored;
     metrics_.items_in_flight -= n;
+    for (size_t c = 0; c < components_.size(); ++c) {
+      for (const rewards::ItemOutcome& outcome : pending.by_component[c]) {
+        if (!outcome.ok) continue;
+        for (const auto& [key, value] : outcome.sub_scores) {
+          if (absl::StartsWith(key, "verdict_")) verdict_counts_[c][key] += value;
+        }
+      }
+    }
   }
   pending.done(std::move(combined));
 }
@@ -157,6 +166,18 @@ nlohmann::json WeightedRewardScorer::ComponentMetricsJson() const {
                     {"rpcs_failed", m.rpcs_failed},
                     {"retries", m.retries},
                     {"deadline_exceeded", m.deadline_exceeded}};
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t c = 0; c < components_.size(); ++c) {
+    if (verdict_counts_[c].empty()) continue;
+    double executions = 0;
+    nlohmann::json verdicts = nlohmann::json::object();
+    for (const auto& [key, count] : verdict_counts_[c]) {
+      executions += count;
+      verdicts[key.substr(std::string("verdict_").size())] = static_cast<int64_t>(count);
+    }
+    json[components_[c].name]["sandbox_executions"] = static_cast<int64_t>(executions);
+    json[components_[c].name]["sandbox_verdicts"] = std::move(verdicts);
   }
   return json;
 }

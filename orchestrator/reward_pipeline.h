@@ -19,6 +19,7 @@
 #ifndef LOCKSTEP_ORCHESTRATOR_REWARD_PIPELINE_H_
 #define LOCKSTEP_ORCHESTRATOR_REWARD_PIPELINE_H_
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,7 +52,9 @@ class WeightedRewardScorer final : public rewards::RewardScorer {
   rewards::ClientMetrics metrics() const override;
 
   // {"<component>": {"weight", "items_sent", "items_scored", "items_failed", "rpcs", "retries",
-  // "deadline_exceeded"}, ...}: for summary.json.
+  // "deadline_exceeded"}, ...}: for summary.json. A component whose items report sandbox
+  // verdicts (code_tests' "verdict_<name>" sub-scores) adds "sandbox_executions" (their sum over
+  // the scored items) and "sandbox_verdicts" ({"ok": n, "nonzero_exit": n, ...}).
   nlohmann::json ComponentMetricsJson() const;
   size_t num_components() const { return components_.size(); }
 
@@ -63,6 +66,8 @@ class WeightedRewardScorer final : public rewards::RewardScorer {
   const std::vector<RewardComponent> components_;
   mutable std::mutex mu_;
   rewards::ClientMetrics metrics_ ABSL_GUARDED_BY(mu_);
+  // Per component: "verdict_<name>" sub-scores summed over its scored items.
+  std::vector<std::map<std::string, double>> verdict_counts_ ABSL_GUARDED_BY(mu_);
 };
 
 // Combines one item's outcomes (one per component, in component order). Exposed for tests.

@@ -7,20 +7,23 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "data/arithmetic_code_task.h"
 #include "data/arithmetic_task.h"
 
 namespace lockstep::orchestrator {
 
 absl::StatusOr<TaskData> LoadTaskData(const JobConfig& config) {
   TaskData data;
-  if (config.data.task == "arithmetic") {
+  if (config.data.task == "arithmetic" || config.data.task == "arithmetic_code") {
     ArithmeticTaskOptions options;
     options.max_operand = config.data.max_operand;
     options.teacher_carry_error = config.data.teacher_carry_error;
     options.teacher_draws = config.data.teacher_draws;
     options.eval_size = std::max<int64_t>(1, config.data.eval_size);
     options.seed = static_cast<uint64_t>(config.job.seed);
-    absl::StatusOr<ArithmeticTask> task = MakeArithmeticTask(options);
+    absl::StatusOr<ArithmeticTask> task = config.data.task == "arithmetic"
+                                              ? MakeArithmeticTask(options)
+                                              : MakeArithmeticCodeTask(options);
     if (!task.ok()) return task.status();
     data.train = std::make_unique<Dataset>(std::move(task->train));
     data.sft = std::make_unique<Dataset>(std::move(task->sft));

@@ -27,14 +27,14 @@ struct TaskData {
   std::unique_ptr<Dataset> sft;   // the warm-start set when it differs from train
 };
 
-// [data] of the config: the arithmetic task (seeded by job.seed) or train_file / eval_file,
+// [data] of the config: the arithmetic or arithmetic_code task (seeded by job.seed) or train_file / eval_file,
 // each row's prompt and answer read from data.prompt_field / data.answer_field. Errors name the
 // file and line, or the option that failed.
 absl::StatusOr<TaskData> LoadTaskData(const JobConfig& config);
 
 // The prompt format of the job ([tokenizer] chat_template / enable_thinking, [data]
 // apply_chat_template) read from the tokenizer's and the model's files (data/prompt_format.h).
-// The built-in arithmetic task's prompts are completions ("17+8=") and stay untemplated.
+// The built-in tasks' prompts are completions ("17+8=") and stay untemplated.
 // `tokenizer_path` is the tokenizer.json or its directory.
 absl::StatusOr<PromptFormat> ResolveJobPromptFormat(const JobConfig& config,
                                                     const std::string& model_dir,

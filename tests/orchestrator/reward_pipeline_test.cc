@@ -1,7 +1,8 @@
 // The weighted reward pipeline of `lockstep run` (orchestrator/reward_pipeline.h): the weighted
 // sum of its components with their sub-scores, an item failed by any component failed as a
 // whole (never a partial sum or 0) with every reason, sent == scored + failed, and a remote
-// server that is not there failing its items after the retries.
+// server that is not there failing its items after the retries; sandbox verdict sub-scores summed
+// into the component's summary metrics.
 #include "orchestrator/reward_pipeline.h"
 
 #include <memory>
@@ -72,6 +73,34 @@ TEST(RewardPipelineTest, WeightedSumWithSubScoresAndWholeItemFailure) {
   const nlohmann::json components = scorer->ComponentMetricsJson();
   EXPECT_EQ(components["judge"]["items_failed"], 1);
   EXPECT_EQ(components["builtin:exact_match"]["items_scored"], 3);
+}
+
+// Reports code_tests-style verdict counts: one "ok" run for "2", one "nonzero_exit" run otherwise;
+// fails the item "bad".
+class VerdictReward final : public rewards::Reward {
+ public:
+  absl::string_view name() const override { return "verdicts"; }
+  absl::StatusOr<rewards::RewardResult> Score(const rewards::RewardInput& input) const override {
+    if (input.completion == "bad") return absl::UnavailableError("sandbox unreachable");
+    const bool ok = input.completion == "2";
+    return rewards::RewardResult{
+        ok ? 1.0 : 0.0, {{"verdict_ok", ok ? 1.0 : 0.0}, {"verdict_nonzero_exit", ok ? 0.0 : 1.0}}};
+  }
+};
+
+TEST(RewardPipelineTest, SandboxVerdictsOfScoredItemsReachTheSummary) {
+  std::vector<RewardComponent> components;
+  components.push_back(
+      {"builtin:code_tests", 1.0,
+       std::make_unique<rewards::LocalRewardScorer>(std::make_unique<VerdictReward>())});
+  WeightedRewardScorer scorer(std::move(components));
+  scorer.Score({Item("2", ""), Item("3", ""), Item("2", ""), Item("bad", "")});
+  const nlohmann::json json = scorer.ComponentMetricsJson().at("builtin:code_tests");
+  EXPECT_EQ(json.at("sandbox_executions").get<int64_t>(), 3);
+  EXPECT_EQ(json.at("sandbox_verdicts").at("ok").get<int64_t>(), 2);
+  EXPECT_EQ(json.at("sandbox_verdicts").at("nonzero_exit").get<int64_t>(), 1);
+  // A reward without verdicts says nothing about a sandbox.
+  EXPECT_FALSE(TwoComponents()->ComponentMetricsJson().at("judge").contains("sandbox_executions"));
 }
 
 TEST(RewardPipelineTest, NoComponentFailsEveryItem) {

@@ -1,6 +1,7 @@
 // The job's data and prompt format from its config: [data] prompt_field / answer_field reach the
 // JSONL reader, [tokenizer] chat_template / enable_thinking and [data] apply_chat_template reach
-// the prompt text, and SFT batches are prompted exactly as RL prompts with the turn's end token.
+// the prompt text, and SFT batches are prompted exactly as RL prompts with the turn's end token;
+// [data] task = "arithmetic_code" builds the code task's three sets.
 // Each test fails if its key is read but ignored again.
 #include "orchestrator/task_data.h"
 
@@ -116,6 +117,27 @@ TEST_F(TaskDataTest, SftBatchesArePromptedLikeRlAndEndWithTheTurnsEnd) {
   DatasetIterator again(data->train.get(), 1);
   EXPECT_THAT(std::string(SftBatch(again, *data->train, *tokenizer_, *format, 1).status().message()),
               HasSubstr("train.jsonl:1: SFT needs an answer"));
+}
+
+TEST_F(TaskDataTest, TheCodeTaskGivesProgramsPromptsWithTestsAndTheTeachersSftSet) {
+  config_.data.train_file = "";
+  config_.data.task = "arithmetic_code";
+  config_.data.max_operand = 19;
+  config_.data.eval_size = 10;
+  config_.data.teacher_carry_error = 0.7;
+  config_.data.teacher_draws = 10;
+  absl::StatusOr<TaskData> data = LoadTaskData(config_);
+  ASSERT_TRUE(data.ok()) << data.status();
+  ASSERT_NE(data->eval, nullptr);
+  ASSERT_NE(data->sft, nullptr);
+  EXPECT_EQ(data->eval->num_examples(), 10u);
+  EXPECT_EQ(data->sft->num_examples(), 10 * data->train->num_examples());
+  const Example& example = data->train->example(0);
+  EXPECT_THAT(*example.prompt, HasSubstr(" in python:"));
+  EXPECT_THAT(*example.answer, HasSubstr("print("));
+  EXPECT_TRUE(example.metadata.at("tests").is_array());
+  // Plain prompts, never templated, like the arithmetic task's.
+  EXPECT_EQ(*PromptText(example, *Format()), *example.prompt);
 }
 
 TEST(GenerationConfigTest, TheModelsSamplingDefaultsApplyUnlessTheConfigGivesTheKey) {
