@@ -350,6 +350,7 @@ absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_t
     episode_options.max_turns = static_cast<int>(config_.environment.max_turns);
     episode_options.max_sequence_length = config_.trainer.max_sequence_length;
     episode_options.sampling = sampling_;
+    episode_options.format = prompt_format_;
     episode_options.generate_timeout = loop_options.generate_timeout;
     episode_options.num_threads = static_cast<int>(std::min<int64_t>(
         64, config_.algorithm.prompts_per_step * config_.algorithm.samples_per_prompt));
