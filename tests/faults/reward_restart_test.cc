@@ -53,7 +53,7 @@ name = "fragile"
 command = [")",
                       LOCKSTEP_FAULT_REWARD_SERVER, R"(", "--die-after-calls", "3"]
 deadline_ms = 2000
-max_attempts = 5
+max_attempts = 6
 weight = 0.5
 )");
 }
@@ -89,9 +89,16 @@ TEST(RewardRestartTest, DeadRewardServerIsRestartedItsItemsRetriedAndTheRestCoun
   // budget lasted.
   EXPECT_EQ(lines[0]["reward_items_failed"], 0);
   EXPECT_EQ(lines[1]["reward_items_failed"], 0);
+  // 4 processes x 3 calls x 4 items are scored and the calls after the budget fail, counted,
+  // not dropped. A call that met a dying process fails too if its successor took longer to
+  // start than the call's retries last (max_attempts 6: 3.1 s of backoff), which a loaded
+  // machine can cause (seen once under ctest -j2 on 2 cores: 44 scored, 20 failed); every item
+  // is still accounted for.
   EXPECT_EQ(sent, 4 * 4 * 4);
-  EXPECT_EQ(scored, 12 * 4);  // 4 processes x 3 calls x 4 items
-  EXPECT_EQ(failed, 4 * 4);   // after the budget: counted, not dropped
+  EXPECT_EQ(scored + failed, sent);
+  EXPECT_LE(scored, 12 * 4);
+  EXPECT_GE(scored, 10 * 4);
+  EXPECT_GE(failed, 4 * 4);
 
   const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir / "summary.json"));
   EXPECT_EQ(summary["restarts"], (nlohmann::json{{"reward_fragile", 3}}));
