@@ -83,11 +83,7 @@ void WriteTrainStartingWith(const fs::path& path, const nlohmann::json& golden) 
 class DatasetE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            absl::StrCat("lockstep_dataset_e2e_", getpid(), "_",
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    root_ = test_support::FreshTestDirectory("lockstep_dataset_e2e");
     std::ofstream(root_ / "train.jsonl") << ChatRows(1, 8);
     std::ofstream(root_ / "eval.jsonl") << ChatRows(20, 3);
   }

@@ -85,19 +85,14 @@ void ExpectLedgerHolds(const nlohmann::json& prompts) {
 class GeneratorRestartTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            absl::StrCat("lockstep_faults_", getpid(), "_",
-                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
+    root_ = test_support::FreshTestDirectory("lockstep_faults");
     config_ = root_ / "job.toml";
     std::ofstream(config_) << kJobToml;
   }
   void TearDown() override { fs::remove_all(root_); }
 
   std::vector<std::string> Run(const std::string& name, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"run", config_.string(), "--name", name, "--set",
-                                     absl::StrCat("job.output_root=\"", root_.string(), "\"")};
+    std::vector<std::string> args = test_support::RunArgs(config_, root_, name);
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }

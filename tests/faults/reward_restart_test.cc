@@ -59,23 +59,17 @@ weight = 0.5
 }
 
 TEST(RewardRestartTest, DeadRewardServerIsRestartedItsItemsRetriedAndTheRestCounted) {
-  const fs::path root = fs::temp_directory_path() / absl::StrCat("lockstep_reward_faults_", getpid());
-  fs::remove_all(root);
-  fs::create_directories(root);
+  const fs::path root = test_support::FreshTestDirectory("lockstep_reward_faults");
   std::ofstream(root / "job.toml") << JobToml();
   const Outcome run =
-      RunLockstep({"run", (root / "job.toml").string(), "--name", "fragile", "--set",
-                   absl::StrCat("job.output_root=\"", root.string(), "\"")},
-                  root / "run.log");
+      RunLockstep(test_support::RunArgs(root / "job.toml", root, "fragile"), root / "run.log");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("service reward_fragile"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("restarting reward_fragile (restart 3 of 3)"), std::string::npos)
       << run.output;
 
   const fs::path dir = root / "fragile";
-  std::ifstream metrics(dir / "metrics.jsonl");
-  std::vector<nlohmann::json> lines;
-  for (std::string line; std::getline(metrics, line);) lines.push_back(nlohmann::json::parse(line));
+  const std::vector<nlohmann::json> lines = test_support::JsonLines(dir / "metrics.jsonl");
   ASSERT_EQ(lines.size(), 4u);
   int64_t sent = 0, scored = 0, failed = 0;
   for (const nlohmann::json& line : lines) {

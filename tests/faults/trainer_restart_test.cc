@@ -67,13 +67,10 @@ progress = false
 )";
 
 TEST(TrainerRestartTest, KilledTrainerRestartsFromItsCheckpointAndTheWeightsAreIdentical) {
-  const fs::path root = fs::temp_directory_path() / absl::StrCat("lockstep_trainer_faults_", getpid());
-  fs::remove_all(root);
-  fs::create_directories(root);
+  const fs::path root = test_support::FreshTestDirectory("lockstep_trainer_faults");
   std::ofstream(root / "job.toml") << kJobToml;
   auto args = [&](const std::string& name) {
-    return std::vector<std::string>{"run", (root / "job.toml").string(), "--name", name, "--set",
-                                    absl::StrCat("job.output_root=\"", root.string(), "\"")};
+    return test_support::RunArgs(root / "job.toml", root, name);
   };
   const Outcome clean = RunLockstep(args("clean"), root / "clean.log");
   ASSERT_EQ(clean.exit_code, 0) << clean.output;
