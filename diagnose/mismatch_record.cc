@@ -78,6 +78,10 @@ std::filesystem::path MismatchDir(const std::filesystem::path& run_dir) {
   return run_dir / "mismatches";
 }
 
+std::filesystem::path MismatchWeightsDir(int64_t weight_version) {
+  return MismatchDir("") / absl::StrCat("weights-v", weight_version);
+}
+
 std::filesystem::path MismatchFile(const std::filesystem::path& run_dir, int64_t step) {
   return MismatchDir(run_dir) / absl::StrFormat("step-%06d.jsonl", step);
 }

@@ -40,6 +40,9 @@ absl::StatusOr<MismatchRecord> MismatchRecordFromJson(const nlohmann::json& json
 // The folder of a run's records, and the file of one step's.
 std::filesystem::path MismatchDir(const std::filesystem::path& run_dir);
 std::filesystem::path MismatchFile(const std::filesystem::path& run_dir, int64_t step);
+// Where the weights of `weight_version` are kept, relative to the run directory (the form a
+// record's weights_dir takes).
+std::filesystem::path MismatchWeightsDir(int64_t weight_version);
 
 // Writes one step's records (atomically: temp file, fsync, rename). Records of a step written
 // again replace the old file.

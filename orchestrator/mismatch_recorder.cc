@@ -2,15 +2,13 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_cat.h"
 #include "diagnose/mismatch_record.h"
 
 namespace lockstep::orchestrator {
 
 std::string MismatchRecorder::WeightsDirFor(int64_t weight_version) const {
   if (steps_recorded_ >= options_.max_steps) return "";
-  return (diagnose::MismatchDir(options_.run_dir) / absl::StrCat("weights-v", weight_version))
-      .string();
+  return (options_.run_dir / diagnose::MismatchWeightsDir(weight_version)).string();
 }
 
 absl::Status MismatchRecorder::Record(int64_t step, int64_t weight_version,
@@ -34,7 +32,7 @@ absl::Status MismatchRecorder::Record(int64_t step, int64_t weight_version,
     record.step = step;
     record.rollout = index;
     record.weight_version = weight_version;
-    record.weights_dir = absl::StrCat("mismatches/weights-v", weight_version);
+    record.weights_dir = diagnose::MismatchWeightsDir(weight_version).string();
     record.prompt_tokens.assign(rollout.prompt_token_ids().begin(),
                                 rollout.prompt_token_ids().end());
     record.completion_tokens.assign(rollout.completion_token_ids().begin(),
