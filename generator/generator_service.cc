@@ -4,7 +4,6 @@
 #include <memory>
 #include <mutex>
 #include <chrono>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -147,26 +146,12 @@ grpc::ServerUnaryReactor* GeneratorService::GetStatus(grpc::CallbackServerContex
   return reactor;
 }
 
-GeneratorService::~GeneratorService() {
-  std::unique_lock<std::mutex> lock(sync_mu_);
-  sync_idle_.wait(lock, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !sync_busy_ && sync_threads_ == 0;
-  });
-}
+GeneratorService::~GeneratorService() = default;
 
 void GeneratorService::RunSyncCall(grpc::ServerUnaryReactor* reactor,
                                    std::function<absl::Status()> work) {
-  {
-    std::lock_guard<std::mutex> lock(sync_mu_);
-    ++sync_threads_;
-  }
   // The collectives block for up to the group's timeout: never on a gRPC callback thread.
-  std::thread([this, reactor, work = std::move(work)] {
-    auto end_thread = [this] {
-      std::lock_guard<std::mutex> lock(sync_mu_);
-      --sync_threads_;
-      sync_idle_.notify_all();
-    };
+  auto run = [this, reactor, work = std::move(work)] {
     {
       // The previous call's thread clears sync_busy_ just after it finishes its RPC, so the
       // orchestrator's next call (Join, then at once ReceiveWeights) may arrive a moment early:
@@ -177,7 +162,6 @@ void GeneratorService::RunSyncCall(grpc::ServerUnaryReactor* reactor,
         lock.unlock();
         reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(
             "another weight-sync call (JoinWeightSync/ReceiveWeights) is in progress")));
-        end_thread();
         return;
       }
       sync_busy_ = true;
@@ -188,8 +172,13 @@ void GeneratorService::RunSyncCall(grpc::ServerUnaryReactor* reactor,
       std::lock_guard<std::mutex> lock(sync_mu_);
       sync_busy_ = false;
     }
-    end_thread();
-  }).detach();
+    sync_idle_.notify_all();
+  };
+  if (!sync_threads_.TrySubmit(std::move(run))) {
+    reactor->Finish(ToGrpcStatus(absl::FailedPreconditionError(
+        "another weight-sync call (JoinWeightSync/ReceiveWeights) is in progress, and one more "
+        "waits for it")));
+  }
 }
 
 grpc::ServerUnaryReactor* GeneratorService::JoinWeightSync(grpc::CallbackServerContext* context,

@@ -9,8 +9,8 @@
 // broadcast into a staging copy (in the model's dtype) while the engine keeps generating, then
 // hands it to the engine loop, which swaps it in between two engine steps. ReceiveWeights
 // finishes after the swap is applied (so GetStatus reports the new version from then on), with
-// the swap's generation stall in swap_pause_ms. The blocking collectives run on a thread per
-// call, never on a gRPC callback thread; one weight-sync call runs at a time.
+// the swap's generation stall in swap_pause_ms. The blocking collectives run on the service's own
+// weight-sync threads, never on a gRPC callback thread; one weight-sync call runs at a time.
 //
 //   grpc::EnableDefaultHealthCheckService(true);
 //   EngineLoop loop(std::move(engine));
@@ -33,6 +33,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "common/work_queue.h"
 #include "generator/engine_loop.h"
 #include "proto/generator.grpc.pb.h"
 #include "weight_sync/sync_group.h"
@@ -80,12 +81,13 @@ class GeneratorService final : public v1::Generator::CallbackService {
                                            const v1::ReceiveWeightsRequest* request,
                                            v1::WeightSyncResponse* response) override;
 
-  // Waits for weight-sync threads still running (each is bounded by its group's timeout).
+  // Waits for weight-sync calls still running (each is bounded by its group's timeout).
   ~GeneratorService() override;
 
  private:
-  // Runs `work` on a new thread unless another weight-sync call is running (then finishes the
-  // reactor with FAILED_PRECONDITION), then finishes the reactor with its status.
+  // Runs `work` on a weight-sync thread, once the call before it has ended (waiting 5 s at most,
+  // else FAILED_PRECONDITION), and finishes the reactor with its status. At most two calls are
+  // outstanding (the running one and the next); a third is refused at once.
   void RunSyncCall(grpc::ServerUnaryReactor* reactor, std::function<absl::Status()> work);
   absl::Status DoJoin(const v1::JoinWeightSyncRequest& request,
                       v1::JoinWeightSyncResponse* response);
@@ -98,9 +100,10 @@ class GeneratorService final : public v1::Generator::CallbackService {
   std::mutex sync_mu_;
   std::condition_variable sync_idle_;
   bool sync_busy_ ABSL_GUARDED_BY(sync_mu_) = false;
-  int sync_threads_ ABSL_GUARDED_BY(sync_mu_) = 0;  // RunSyncCall threads not yet ended
   // Used only by the thread of the weight-sync call in progress (sync_busy_ serialises them).
   std::unique_ptr<weight_sync::WeightSyncGroup> group_;
+  // Last: destroyed first, finishing the calls still running while what they use exists.
+  WorkQueue sync_threads_{{.num_workers = 2, .max_queued = 0}};
 };
 
 }  // namespace lockstep::generator

@@ -41,30 +41,14 @@ EnvironmentRollouts::EnvironmentRollouts(rewards::Environment* environment,
     : environment_(environment),
       tokenizer_(tokenizer),
       options_(std::move(options)),
-      id_prefix_(NewAuthToken().substr(0, 12)) {
-  const int num_threads = std::max(1, options_.num_threads);
-  for (int i = 0; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
-}
+      id_prefix_(NewAuthToken().substr(0, 12)),
+      // The backlog is bounded by the caller: the loop's admission control limits the prompts
+      // in flight.
+      queue_({.num_workers = std::max(1, options_.num_threads),
+              .max_queued = WorkQueueOptions::kBoundedByCaller,
+              .at_destruction = WorkQueueOptions::AtDestruction::kCancelQueued}) {}
 
-EnvironmentRollouts::~EnvironmentRollouts() {
-  std::deque<Task> abandoned;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    abandoned.swap(queue_);
-  }
-  work_ready_.notify_all();
-  for (const Task& task : abandoned) {
-    {
-      std::lock_guard<std::mutex> lock(task.prompt->mu);
-      if (task.prompt->error.ok()) {
-        task.prompt->error = absl::CancelledError("environment rollouts shut down");
-      }
-    }
-    EpisodeEnded(*task.prompt);
-  }
-  for (std::thread& worker : workers_) worker.join();
-}
+EnvironmentRollouts::~EnvironmentRollouts() = default;
 
 void EnvironmentRollouts::RunAsync(EpisodeRequest request, EpisodesDone done) {
   auto prompt = std::make_shared<PromptEpisodes>();
@@ -74,11 +58,15 @@ void EnvironmentRollouts::RunAsync(EpisodeRequest request, EpisodesDone done) {
   prompt->episodes_left = n;
   prompt->batch.samples.resize(n);
   prompt->batch.outcomes.resize(n);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int64_t k = 0; k < n; ++k) queue_.push_back({prompt, k});
+  for (int64_t k = 0; k < n; ++k) {
+    const bool accepted = queue_.TrySubmit(
+        [this, prompt, k] {
+          RunEpisodeTask(*prompt, k);
+          EpisodeEnded(*prompt);
+        },
+        [this, prompt] { Cancel(*prompt); });
+    if (!accepted) Cancel(*prompt);  // only while shutting down
   }
-  work_ready_.notify_all();
 }
 
 EnvironmentTotals EnvironmentRollouts::totals() const {
@@ -86,25 +74,16 @@ EnvironmentTotals EnvironmentRollouts::totals() const {
   return totals_;
 }
 
-void EnvironmentRollouts::WorkerLoop() {
-  while (true) {
-    Task task;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping
-      task = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    RunEpisodeTask(task);
-    EpisodeEnded(*task.prompt);
+void EnvironmentRollouts::Cancel(PromptEpisodes& prompt) {
+  {
+    std::lock_guard<std::mutex> lock(prompt.mu);
+    if (prompt.error.ok()) prompt.error = absl::CancelledError("environment rollouts shut down");
   }
+  EpisodeEnded(prompt);
 }
 
-void EnvironmentRollouts::RunEpisodeTask(const Task& task) {
-  PromptEpisodes& prompt = *task.prompt;
+void EnvironmentRollouts::RunEpisodeTask(PromptEpisodes& prompt, int64_t k) {
   const EpisodeRequest& request = prompt.request;
-  const int64_t k = task.sample_index;
 
   rewards::EpisodeStart start;
   start.episode_id = absl::StrCat(id_prefix_, "-p", request.index, "-s", k);

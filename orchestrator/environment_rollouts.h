@@ -17,19 +17,17 @@
 #ifndef LOCKSTEP_ORCHESTRATOR_ENVIRONMENT_ROLLOUTS_H_
 #define LOCKSTEP_ORCHESTRATOR_ENVIRONMENT_ROLLOUTS_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/work_queue.h"
 #include "data/prompt_format.h"
 #include "model/tokenizer/tokenizer.h"
 #include "orchestrator/generator_client.h"
@@ -95,13 +93,11 @@ class EnvironmentRollouts {
 
  private:
   struct PromptEpisodes;
-  struct Task {
-    std::shared_ptr<PromptEpisodes> prompt;
-    int64_t sample_index = 0;
-  };
 
-  void WorkerLoop();
-  void RunEpisodeTask(const Task& task);
+  // Runs episode `k` of `prompt` (on a worker thread).
+  void RunEpisodeTask(PromptEpisodes& prompt, int64_t k);
+  // Settles one episode of `prompt` that never ran (shutdown): the prompt fails with Cancelled.
+  void Cancel(PromptEpisodes& prompt);
   // Records one episode's result; runs the prompt's `done` after its last one.
   void EpisodeEnded(PromptEpisodes& prompt);
 
@@ -111,11 +107,8 @@ class EnvironmentRollouts {
   const std::string id_prefix_;  // unique per job, so episode ids never collide on a server
 
   mutable std::mutex mu_;
-  std::condition_variable work_ready_;
-  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   EnvironmentTotals totals_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> workers_;
+  WorkQueue queue_;  // last: destroyed first, while what its episodes use still exists
 };
 
 }  // namespace lockstep::orchestrator

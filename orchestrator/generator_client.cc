@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/grpc_status.h"
 #include "common/server.h"
-#include "orchestrator/grpc_status.h"
 
 namespace lockstep::orchestrator {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/grpc_status.h"
 #include "rewards/environment_convert.h"
 #include "rewards/rpc_retry.h"
 
@@ -83,7 +84,7 @@ absl::StatusOr<ResetResult> EnvironmentClient::Reset(const EpisodeStart& start) 
       // The lost attempt may have created the episode; a retry must not meet ALREADY_EXISTS.
       [&] { Close(start.episode_id).IgnoreError(); });
   if (!status.ok()) {
-    return ToAbslStatus(status, absl::StrCat(name(), ": Reset of episode ", start.episode_id));
+    return FromGrpcStatus(status, absl::StrCat(name(), ": Reset of episode ", start.episode_id));
   }
   return FromProto(response);
 }
@@ -96,7 +97,7 @@ absl::StatusOr<StepResult> EnvironmentClient::Step(const StepInput& input) {
       [&](grpc::ClientContext* context) { return stub_->Step(context, request, &response); },
       &IsStepRetryable, nullptr);
   if (!status.ok()) {
-    return ToAbslStatus(status, absl::StrCat(name(), ": Step of episode ", input.episode_id));
+    return FromGrpcStatus(status, absl::StrCat(name(), ": Step of episode ", input.episode_id));
   }
   if (response.has_error()) {
     ++step_errors_;
@@ -118,7 +119,7 @@ absl::Status EnvironmentClient::Close(absl::string_view episode_id) {
   grpc::Status status = CallWithRetries(
       [&](grpc::ClientContext* context) { return stub_->Close(context, request, &response); },
       &IsRetryable, nullptr);
-  return ToAbslStatus(status, absl::StrCat(name(), ": Close of episode ", episode_id));
+  return FromGrpcStatus(status, absl::StrCat(name(), ": Close of episode ", episode_id));
 }
 
 EnvironmentClientMetrics EnvironmentClient::metrics() const {

@@ -3,28 +3,22 @@
 #include <utility>
 
 #include "common/auth.h"
+#include "common/grpc_status.h"
 #include "rewards/environment_convert.h"
 
 namespace lockstep::rewards {
 namespace {
 
-// The caller's mistakes keep their code; anything else is the environment's failure.
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  switch (status.code()) {
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kInvalidArgument:
-      return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                          std::string(status.message()));
-    default:
-      return grpc::Status(grpc::StatusCode::INTERNAL, status.ToString());
-  }
-}
-
 bool IsCallerMistake(const absl::Status& status) {
   return absl::IsNotFound(status) || absl::IsAlreadyExists(status) ||
          absl::IsInvalidArgument(status);
+}
+
+// The caller's mistakes keep their code; anything else is the environment's failure (INTERNAL,
+// so that a client never retries it).
+grpc::Status Answer(const absl::Status& status) {
+  if (status.ok() || IsCallerMistake(status)) return ToGrpcStatus(status);
+  return ToGrpcStatus(absl::InternalError(status.ToString()));
 }
 
 }  // namespace
@@ -43,7 +37,7 @@ grpc::ServerUnaryReactor* EnvironmentService::Reset(grpc::CallbackServerContext*
   }
   absl::StatusOr<ResetResult> result = environment_->Reset(FromProto(*request));
   if (!result.ok()) {
-    reactor->Finish(ToGrpcStatus(result.status()));
+    reactor->Finish(Answer(result.status()));
     return reactor;
   }
   ToProto(*result, response);
@@ -82,7 +76,7 @@ grpc::ServerUnaryReactor* EnvironmentService::Close(grpc::CallbackServerContext*
     reactor->Finish(auth);
     return reactor;
   }
-  reactor->Finish(ToGrpcStatus(environment_->Close(request->episode_id())));
+  reactor->Finish(Answer(environment_->Close(request->episode_id())));
   return reactor;
 }
 

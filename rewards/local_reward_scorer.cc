@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,33 +26,37 @@ ItemOutcome ScoreOne(const Reward& reward, const RewardInput& input) {
   return outcome;
 }
 
+// The backlog is bounded by the caller: the orchestrator's admission control limits the
+// rollouts in flight, and so the batches waiting here.
 LocalRewardScorer::LocalRewardScorer(std::unique_ptr<Reward> reward, int num_threads)
-    : reward_(std::move(reward)) {
-  for (int i = 0; i < std::max(num_threads, 1); ++i)
-    workers_.emplace_back([this] { WorkerLoop(); });
-}
+    : reward_(std::move(reward)),
+      queue_({.num_workers = std::max(num_threads, 1),
+              .max_queued = WorkQueueOptions::kBoundedByCaller}) {}
 
-LocalRewardScorer::~LocalRewardScorer() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  work_ready_.notify_all();
-  for (std::thread& worker : workers_) worker.join();
-}
+LocalRewardScorer::~LocalRewardScorer() = default;
 
 std::string LocalRewardScorer::name() const {
   return absl::StrCat(reward_->name(), " (in-process)");
 }
 
 void LocalRewardScorer::ScoreAsync(std::vector<RewardInput> items, ScoreDoneCallback done) {
+  const auto num_items = static_cast<int64_t>(items.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    metrics_.items_sent += static_cast<int64_t>(items.size());
-    metrics_.items_in_flight += static_cast<int64_t>(items.size());
-    queue_.push_back(Job{std::move(items), std::move(done)});
+    metrics_.items_sent += num_items;
+    metrics_.items_in_flight += num_items;
   }
-  work_ready_.notify_one();
+  auto batch = std::make_shared<std::vector<RewardInput>>(std::move(items));
+  if (queue_.TrySubmit([this, batch, done] { ScoreBatch(*batch, done); })) return;
+  // Only while the scorer is being destroyed: the items fail, counted, never dropped.
+  std::vector<ItemOutcome> outcomes(batch->size());
+  for (ItemOutcome& outcome : outcomes) outcome.error = name() + ": scorer is shutting down";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_.items_failed += num_items;
+    metrics_.items_in_flight -= num_items;
+  }
+  done(std::move(outcomes));
 }
 
 ClientMetrics LocalRewardScorer::metrics() const {
@@ -59,33 +64,23 @@ ClientMetrics LocalRewardScorer::metrics() const {
   return metrics_;
 }
 
-void LocalRewardScorer::WorkerLoop() {
-  while (true) {
-    Job job;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      // Drain the queue before stopping: every accepted item gets its outcome.
-      if (queue_.empty()) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    std::vector<ItemOutcome> outcomes;
-    outcomes.reserve(job.items.size());
-    int64_t num_scored = 0;
-    for (const RewardInput& item : job.items) {
-      outcomes.push_back(ScoreOne(*reward_, item));
-      if (outcomes.back().ok) ++num_scored;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      const auto num_items = static_cast<int64_t>(outcomes.size());
-      metrics_.items_scored += num_scored;
-      metrics_.items_failed += num_items - num_scored;
-      metrics_.items_in_flight -= num_items;
-    }
-    job.done(std::move(outcomes));
+void LocalRewardScorer::ScoreBatch(const std::vector<RewardInput>& items,
+                                   const ScoreDoneCallback& done) {
+  std::vector<ItemOutcome> outcomes;
+  outcomes.reserve(items.size());
+  int64_t num_scored = 0;
+  for (const RewardInput& item : items) {
+    outcomes.push_back(ScoreOne(*reward_, item));
+    if (outcomes.back().ok) ++num_scored;
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto num_items = static_cast<int64_t>(outcomes.size());
+    metrics_.items_scored += num_scored;
+    metrics_.items_failed += num_items - num_scored;
+    metrics_.items_in_flight -= num_items;
+  }
+  done(std::move(outcomes));
 }
 
 }  // namespace lockstep::rewards

@@ -5,15 +5,13 @@
 #ifndef LOCKSTEP_REWARDS_LOCAL_REWARD_SCORER_H_
 #define LOCKSTEP_REWARDS_LOCAL_REWARD_SCORER_H_
 
-#include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "common/work_queue.h"
 #include "rewards/reward.h"
 #include "rewards/reward_scorer.h"
 
@@ -39,20 +37,13 @@ class LocalRewardScorer final : public RewardScorer {
   ClientMetrics metrics() const override;
 
  private:
-  struct Job {
-    std::vector<RewardInput> items;
-    ScoreDoneCallback done;
-  };
-
-  void WorkerLoop();
+  // Scores one batch on a worker thread and hands the outcomes to `done`.
+  void ScoreBatch(const std::vector<RewardInput>& items, const ScoreDoneCallback& done);
 
   const std::unique_ptr<Reward> reward_;
   mutable std::mutex mu_;
-  std::condition_variable work_ready_;
-  std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   ClientMetrics metrics_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> workers_;
+  WorkQueue queue_;  // last: its destructor scores what is queued while the rest still exists
 };
 
 }  // namespace lockstep::rewards

@@ -69,12 +69,6 @@ std::string DescribeStatus(const grpc::Status& status) {
   return absl::StrCat(CodeName(status.error_code()), ": ", status.error_message());
 }
 
-absl::Status ToAbslStatus(const grpc::Status& status, const std::string& what) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(what, ": ", DescribeStatus(status)));
-}
-
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeRetryFriendlyChannel(
     const std::string& address, const std::string& tls_ca_file) {
   grpc::ChannelArguments args;

@@ -27,9 +27,6 @@ std::chrono::milliseconds Backoff(std::chrono::milliseconds initial, double mult
 // "UNAVAILABLE: <message>".
 std::string DescribeStatus(const grpc::Status& status);
 
-// The gRPC status as an absl::Status with the same code, the message prefixed by `what`.
-absl::Status ToAbslStatus(const grpc::Status& status, const std::string& what);
-
 // A channel to `address` that retries connecting after 100 ms, backing off to 1 s (gRPC's default
 // grows to two minutes, which would fail every call long after a restarted server is back). TLS
 // when `tls_ca_file` is non-empty (InvalidArgument naming the file when it cannot be read). Large

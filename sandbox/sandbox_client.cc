@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/grpc_status.h"
 #include "common/server.h"
 #include "sandbox/sandbox_convert.h"
 
@@ -77,10 +78,9 @@ absl::StatusOr<ExecResult> SandboxClient::Execute(const ExecRequest& request) {
                            std::pow(options_.backoff_multiplier, num_attempts - 1);
     std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(wait_ms));
   }
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat("sandbox service ", options_.address, ": ",
-                                   status.error_message(), " (after ", num_attempts,
-                                   num_attempts == 1 ? " attempt)" : " attempts)"));
+  return FromGrpcStatus(status, absl::StrCat("sandbox service ", options_.address, " (after ",
+                                              num_attempts,
+                                              num_attempts == 1 ? " attempt)" : " attempts)"));
 }
 
 absl::StatusOr<std::shared_ptr<Executor>> ConnectSandbox(const std::string& address,

@@ -13,10 +13,13 @@ namespace lockstep::sandbox {
 absl::StatusOr<std::unique_ptr<SandboxService>> SandboxService::Create(
     std::shared_ptr<Executor> executor, SandboxServiceOptions options) {
   if (executor == nullptr) return absl::InvalidArgumentError("sandbox service: no executor");
-  if (absl::Status valid = BoundedWorkQueue::Validate(
-          {.num_workers = options.max_concurrency, .max_queued = options.max_queue});
-      !valid.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("sandbox service: ", valid.message()));
+  if (options.max_concurrency < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sandbox service: max_concurrency must be >= 1, got ", options.max_concurrency));
+  }
+  if (options.max_queue < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sandbox service: max_queue must be >= 0, got ", options.max_queue));
   }
   return std::unique_ptr<SandboxService>(new SandboxService(std::move(executor), options));
 }

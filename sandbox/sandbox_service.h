@@ -1,6 +1,6 @@
 // gRPC adapter that serves an Executor (normally the in-process Sandbox) as lockstep.v1.Sandbox
 // (proto/sandbox.proto): `lockstep serve sandbox`. Each call is checked (token), converted,
-// handed to a BoundedWorkQueue (at most max_concurrency programs at once, at most max_queue
+// handed to a common/ WorkQueue (at most max_concurrency programs at once, at most max_queue
 // calls waiting; a call beyond that fails at once with RESOURCE_EXHAUSTED), run, converted
 // back and finished. gRPC's own threads never run a program.
 //
@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/sandbox.grpc.pb.h"
-#include "sandbox/bounded_work_queue.h"
+#include "common/work_queue.h"
 #include "sandbox/executor.h"
 
 namespace lockstep::sandbox {
@@ -65,7 +65,7 @@ class SandboxService final : public v1::Sandbox::CallbackService {
   const SandboxServiceOptions options_;
   mutable std::atomic<int64_t> num_executed_{0};
   // Last member: destroyed (joined) first, while executor_ is still alive.
-  BoundedWorkQueue queue_;
+  WorkQueue queue_;
 };
 
 }  // namespace lockstep::sandbox

@@ -1,43 +1,38 @@
-#include "sandbox/bounded_work_queue.h"
+#include "common/work_queue.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
+namespace lockstep {
 
-namespace lockstep::sandbox {
-
-absl::Status BoundedWorkQueue::Validate(const BoundedWorkQueueOptions& options) {
-  if (options.num_workers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_concurrency must be >= 1, got ", options.num_workers));
-  }
-  if (options.max_queued < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_queue must be >= 0, got ", options.max_queued));
-  }
-  return absl::OkStatus();
-}
-
-BoundedWorkQueue::BoundedWorkQueue(BoundedWorkQueueOptions options) : options_(options) {
-  if (!Validate(options_).ok()) std::abort();  // a programmer error: callers validate first
+WorkQueue::WorkQueue(WorkQueueOptions options) : options_(options) {
+  if (options_.num_workers < 1 || options_.max_queued < 0) std::abort();
   workers_.reserve(options_.num_workers);
   for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
-BoundedWorkQueue::~BoundedWorkQueue() {
+WorkQueue::~WorkQueue() {
+  std::deque<Task> abandoned;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
+    if (options_.at_destruction == WorkQueueOptions::AtDestruction::kCancelQueued) {
+      abandoned.swap(queue_);
+      stats_.cancelled += static_cast<int64_t>(abandoned.size());
+      UpdateQueued();
+    }
   }
   work_ready_.notify_all();
+  for (Task& task : abandoned) {
+    if (task.cancel) task.cancel();
+  }
   for (std::thread& worker : workers_) worker.join();
 }
 
 // Accepted while the tasks running plus those waiting stay within num_workers + max_queued:
 // with a free worker the task starts at once; otherwise it waits, up to max_queued of them.
-bool BoundedWorkQueue::TrySubmit(std::function<void()> task) {
+bool WorkQueue::TrySubmit(std::function<void()> run, std::function<void()> cancel) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t outstanding = static_cast<int64_t>(queue_.size()) + stats_.running;
@@ -45,7 +40,7 @@ bool BoundedWorkQueue::TrySubmit(std::function<void()> task) {
       ++stats_.rejected;
       return false;
     }
-    queue_.push_back(std::move(task));
+    queue_.push_back(Task{std::move(run), std::move(cancel)});
     ++stats_.accepted;
     UpdateQueued();
   }
@@ -55,27 +50,28 @@ bool BoundedWorkQueue::TrySubmit(std::function<void()> task) {
 
 // Counted as waiting: the accepted tasks beyond one per worker. A task in queue_ that a free
 // worker is about to take is not waiting.
-void BoundedWorkQueue::UpdateQueued() {
+void WorkQueue::UpdateQueued() {
   const int64_t outstanding = static_cast<int64_t>(queue_.size()) + stats_.running;
   stats_.queued = std::max<int64_t>(0, outstanding - options_.num_workers);
   stats_.max_queued_seen = std::max(stats_.max_queued_seen, stats_.queued);
 }
 
-WorkQueueStats BoundedWorkQueue::stats() const {
+WorkQueueStats WorkQueue::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
 }
 
-void BoundedWorkQueue::WorkerLoop() {
+void WorkQueue::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
-    std::function<void()> task = std::move(queue_.front());
+    Task task = std::move(queue_.front());
     queue_.pop_front();
     ++stats_.running;
     lock.unlock();
-    task();
+    task.run();
+    task = Task{};  // the task's captures go before the next one starts
     lock.lock();
     --stats_.running;
     ++stats_.completed;
@@ -83,4 +79,4 @@ void BoundedWorkQueue::WorkerLoop() {
   }
 }
 
-}  // namespace lockstep::sandbox
+}  // namespace lockstep
