@@ -52,10 +52,10 @@ bool PagedForwardScope::Active() { return paged_forward; }
 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      NumericMode mode) {
-  if (Invariant(mode)) return kernels::BatchInvariantLinear(x, weight, bias);
+  if (Invariant(mode)) return kernels::FixedOrderLinear(x, weight, bias);
   if (CpuFloat(x) && CpuFloat(weight) &&
       (Rows(x) <= kFastKernelMaxRows || PagedForwardScope::Active())) {
-    return kernels::BatchInvariantLinear(x, weight, bias);
+    return kernels::FixedOrderLinear(x, weight, bias);
   }
   return torch::nn::functional::linear(x, weight, bias);
 }
@@ -64,7 +64,7 @@ torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
                       NumericMode mode) {
   const bool kernel_wins = x.size(-1) >= kFastNormLongRow || Rows(x) <= kFastShortNormMaxRows;
   if (Invariant(mode) || (CpuFloat(x) && CpuFloat(weight) && kernel_wins)) {
-    return kernels::BatchInvariantRmsNorm(x, weight, eps);
+    return kernels::FixedOrderRmsNorm(x, weight, eps);
   }
   return RmsNormFormula(x, weight, eps);
 }
@@ -78,7 +78,7 @@ torch::Tensor RmsNormFormula(const torch::Tensor& x, const torch::Tensor& weight
 
 torch::Tensor SiluMul(const torch::Tensor& gate, const torch::Tensor& up, NumericMode mode) {
   if (Invariant(mode) || (CpuFloat(gate) && CpuFloat(up))) {
-    return kernels::BatchInvariantSiluMul(gate, up);
+    return kernels::FixedOrderSiluMul(gate, up);
   }
   return SiluMulFormula(gate, up);
 }
@@ -119,11 +119,11 @@ torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& key
   if (Invariant(mode)) {
     const torch::Tensor rows =
         key_rows.defined() ? key_rows : torch::arange(first_position + q.size(0), torch::kInt64);
-    return kernels::BatchInvariantAttention(q, keys, values, rows, first_position);
+    return kernels::FixedOrderAttention(q, keys, values, rows, first_position);
   }
   if (!key_rows.defined()) return CausalAttention(q, keys, values);
   if (q.size(0) <= kFastKernelMaxQueries && CpuFloat(q) && CpuFloat(keys)) {
-    return kernels::BatchInvariantAttention(q, keys, values, key_rows, first_position);
+    return kernels::FixedOrderAttention(q, keys, values, key_rows, first_position);
   }
   return CausalAttention(q, keys.index_select(0, key_rows), values.index_select(0, key_rows));
 }
@@ -137,8 +137,8 @@ torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tenso
   // Linear in a PagedForwardScope); only a graph (a test differentiating through the cache)
   // takes the per-sequence path.
   if (!kernels::WantsGrad(q, keys, values) && CpuFloat(q) && CpuFloat(keys) && CpuFloat(values)) {
-    return kernels::BatchInvariantAttentionPacked(q, keys, values, key_rows, first_positions,
-                                                  cu_seqlens);
+    return kernels::FixedOrderAttentionPacked(q, keys, values, key_rows, first_positions,
+                                              cu_seqlens);
   }
   std::vector<torch::Tensor> outputs;
   outputs.reserve(key_rows.size());
@@ -152,7 +152,7 @@ torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tenso
 
 torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& targets,
                              double temperature, NumericMode mode) {
-  if (Invariant(mode)) return kernels::BatchInvariantTargetLogProbs(logits, targets, temperature);
+  if (Invariant(mode)) return kernels::FixedOrderTargetLogProbs(logits, targets, temperature);
   torch::Tensor scaled = logits.to(torch::kFloat32);
   if (temperature != 1.0) scaled = scaled / temperature;
   return torch::log_softmax(scaled, -1).gather(1, targets.unsqueeze(1)).squeeze(1);
@@ -161,7 +161,7 @@ torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& t
 torch::Tensor LogSoftmax(const torch::Tensor& logits, double temperature, NumericMode mode) {
   // Fast mode runs the kernel too (8 x 32000 rows at 2 threads: stock 181 us, kernel 48).
   if (Invariant(mode) || CpuFloat(logits)) {
-    return kernels::BatchInvariantLogSoftmax(logits, temperature);
+    return kernels::FixedOrderLogSoftmax(logits, temperature);
   }
   torch::Tensor scaled = logits.to(torch::kFloat32);
   if (temperature != 1.0) scaled = scaled / temperature;

@@ -33,7 +33,7 @@ LinearFigures MeasureLinear(int64_t m, int64_t k, int64_t n, double seconds) {
   const double flops = 2.0 * m * k * n;
   const double stock = TimePerCall([&] { torch::nn::functional::linear(x, w); }, seconds);
   const double invariant =
-      TimePerCall([&] { kernels::BatchInvariantLinear(x, w, {}); }, seconds);
+      TimePerCall([&] { kernels::FixedOrderLinear(x, w, {}); }, seconds);
   return {flops / stock / 1e9, flops / invariant / 1e9};
 }
 
@@ -69,14 +69,14 @@ RowOpFigures MeasureRmsNorm(int64_t rows, int64_t dim, double seconds) {
   torch::NoGradGuard no_grad;
   const torch::Tensor x = torch::randn({rows, dim}), w = torch::randn({dim});
   return {TimePerCall([&] { ops::RmsNormFormula(x, w, 1e-6); }, seconds),
-          TimePerCall([&] { kernels::BatchInvariantRmsNorm(x, w, 1e-6); }, seconds)};
+          TimePerCall([&] { kernels::FixedOrderRmsNorm(x, w, 1e-6); }, seconds)};
 }
 
 RowOpFigures MeasureSiluMul(int64_t rows, int64_t dim, double seconds) {
   torch::NoGradGuard no_grad;
   const torch::Tensor gate = torch::randn({rows, dim}), up = torch::randn({rows, dim});
   return {TimePerCall([&] { ops::SiluMulFormula(gate, up); }, seconds),
-          TimePerCall([&] { kernels::BatchInvariantSiluMul(gate, up); }, seconds)};
+          TimePerCall([&] { kernels::FixedOrderSiluMul(gate, up); }, seconds)};
 }
 
 // RoPE of q ([tokens, 12, 64], base preset): the formula (grad path) vs the fused kernel.

@@ -79,9 +79,9 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
 
 }  // namespace
 
-torch::Tensor BatchInvariantAttention(const torch::Tensor& q, const torch::Tensor& keys,
-                                      const torch::Tensor& values, const torch::Tensor& key_rows,
-                                      int64_t first_position) {
+torch::Tensor FixedOrderAttention(const torch::Tensor& q, const torch::Tensor& keys,
+                                  const torch::Tensor& values, const torch::Tensor& key_rows,
+                                  int64_t first_position) {
   TORCH_CHECK(q.scalar_type() == torch::kFloat32 && keys.scalar_type() == torch::kFloat32,
               "batch-invariant attention needs float32");
   TORCH_CHECK(key_rows.size(0) == first_position + q.size(0),
@@ -90,11 +90,11 @@ torch::Tensor BatchInvariantAttention(const torch::Tensor& q, const torch::Tenso
   return AttentionFunction::apply(q, keys, values, key_rows, first_position);
 }
 
-torch::Tensor BatchInvariantAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
-                                            const torch::Tensor& values,
-                                            const std::vector<torch::Tensor>& key_rows,
-                                            const std::vector<int64_t>& first_positions,
-                                            const std::vector<int64_t>& cu_seqlens) {
+torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
+                                        const torch::Tensor& values,
+                                        const std::vector<torch::Tensor>& key_rows,
+                                        const std::vector<int64_t>& first_positions,
+                                        const std::vector<int64_t>& cu_seqlens) {
   TORCH_CHECK(q.scalar_type() == torch::kFloat32 && keys.scalar_type() == torch::kFloat32 &&
                   values.scalar_type() == torch::kFloat32,
               "batch-invariant attention needs float32");

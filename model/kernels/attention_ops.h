@@ -1,4 +1,5 @@
-// LibTorch glue for the batch-invariant causal attention (kernel: attention_cpu.h).
+// LibTorch glue for the fixed-order causal attention (kernel: attention_cpu.h); FixedOrder* as in
+// linear_ops.h.
 #ifndef LOCKSTEP_MODEL_KERNELS_ATTENTION_OPS_H_
 #define LOCKSTEP_MODEL_KERNELS_ATTENTION_OPS_H_
 
@@ -15,20 +16,20 @@ namespace lockstep::kernels {
 //     row holding each position.
 // Returns [num_queries, num_heads, head_dim]. Differentiable in q, keys and values (backward by
 // the fast-mode formula).
-torch::Tensor BatchInvariantAttention(const torch::Tensor& q, const torch::Tensor& keys,
-                                      const torch::Tensor& values, const torch::Tensor& key_rows,
-                                      int64_t first_position);
+torch::Tensor FixedOrderAttention(const torch::Tensor& q, const torch::Tensor& keys,
+                                  const torch::Tensor& values, const torch::Tensor& key_rows,
+                                  int64_t first_position);
 
 // The same attention for every sequence of a packed batch in one parallel region (decode steps:
 // one call per layer instead of one per sequence). q: [num_tokens, num_heads, head_dim], with
 // sequence s's queries at rows cu_seqlens[s] .. cu_seqlens[s + 1]; key_rows[s] and
-// first_positions[s] as for BatchInvariantAttention. Each (query, head) item gives the bits it
+// first_positions[s] as for FixedOrderAttention. Each (query, head) item gives the bits it
 // gives there. Not differentiable: for inference (the paged cache) only.
-torch::Tensor BatchInvariantAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
-                                            const torch::Tensor& values,
-                                            const std::vector<torch::Tensor>& key_rows,
-                                            const std::vector<int64_t>& first_positions,
-                                            const std::vector<int64_t>& cu_seqlens);
+torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
+                                        const torch::Tensor& values,
+                                        const std::vector<torch::Tensor>& key_rows,
+                                        const std::vector<int64_t>& first_positions,
+                                        const std::vector<int64_t>& cu_seqlens);
 
 }  // namespace lockstep::kernels
 

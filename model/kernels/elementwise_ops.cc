@@ -107,27 +107,27 @@ struct TargetLogProbsFunction : public torch::autograd::Function<TargetLogProbsF
 
 }  // namespace
 
-torch::Tensor BatchInvariantRmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
-                                    double eps) {
+torch::Tensor FixedOrderRmsNorm(const torch::Tensor& x, const torch::Tensor& weight,
+                                double eps) {
   CheckFloat(x, "RMSNorm");
   if (!WantsGrad(x, weight)) return RunRmsNorm(x, weight, eps);
   return RmsNormFunction::apply(x, weight, eps);
 }
 
-torch::Tensor BatchInvariantSiluMul(const torch::Tensor& gate, const torch::Tensor& up) {
+torch::Tensor FixedOrderSiluMul(const torch::Tensor& gate, const torch::Tensor& up) {
   CheckFloat(gate, "SiLU");
   if (!WantsGrad(gate, up)) return RunSiluMul(gate, up);
   return SiluMulFunction::apply(gate, up);
 }
 
-torch::Tensor BatchInvariantTargetLogProbs(const torch::Tensor& logits,
-                                           const torch::Tensor& targets, double temperature) {
+torch::Tensor FixedOrderTargetLogProbs(const torch::Tensor& logits,
+                                       const torch::Tensor& targets, double temperature) {
   CheckFloat(logits, "log-softmax");
   if (!WantsGrad(logits)) return RunTargetLogProbs(logits, targets, temperature);
   return TargetLogProbsFunction::apply(logits, targets, temperature);
 }
 
-torch::Tensor BatchInvariantLogSoftmax(const torch::Tensor& logits, double temperature) {
+torch::Tensor FixedOrderLogSoftmax(const torch::Tensor& logits, double temperature) {
   CheckFloat(logits, "log-softmax");
   torch::Tensor l = logits.contiguous();
   torch::Tensor out = torch::empty_like(l);

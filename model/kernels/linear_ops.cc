@@ -71,8 +71,8 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
 
 }  // namespace
 
-torch::Tensor BatchInvariantLinear(const torch::Tensor& x, const torch::Tensor& weight,
-                                   const torch::Tensor& bias) {
+torch::Tensor FixedOrderLinear(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
                   weight.dim() == 2,
               "batch-invariant linear needs float32 input and a 2-D float32 weight");

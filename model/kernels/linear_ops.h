@@ -1,4 +1,6 @@
-// LibTorch glue for the batch-invariant linear (kernel: linear_cpu.h).
+// LibTorch glue for the fixed-order linear (kernel: linear_cpu.h). The kernels here are named
+// for what they compute (FixedOrder*: each output's bits depend on its own inputs and the reduced
+// length only), not for a mode: batch-invariant mode runs them always, fast mode where they win.
 #ifndef LOCKSTEP_MODEL_KERNELS_LINEAR_OPS_H_
 #define LOCKSTEP_MODEL_KERNELS_LINEAR_OPS_H_
 
@@ -9,8 +11,8 @@ namespace lockstep::kernels {
 // y = x W^T (+ b) with every output element summed over K in one fixed order (batch-invariant).
 // x: [..., K] fp32; weight: [N, K] fp32 (read in place; made contiguous if it is not); bias: [N]
 // or undefined. Differentiable: backward is the ordinary matmul math. Thread-safe.
-torch::Tensor BatchInvariantLinear(const torch::Tensor& x, const torch::Tensor& weight,
-                                   const torch::Tensor& bias);
+torch::Tensor FixedOrderLinear(const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias);
 
 // How many threads the kernels' at::parallel_for spreads `num_items` >= 2 items over right now:
 // at most at::get_num_threads(), and 1 if the kernel glue was built without OpenMP (then every

@@ -32,9 +32,9 @@ TEST_F(KernelThreadsTest, LinearBitsDoNotDependOnTheThreadCount) {
   for (const int64_t rows : {1, 8, 100}) {
     const torch::Tensor x = torch::randn({rows, 300});
     at::set_num_threads(1);
-    const torch::Tensor one = BatchInvariantLinear(x, weight, {});
+    const torch::Tensor one = FixedOrderLinear(x, weight, {});
     at::set_num_threads(2);
-    const torch::Tensor two = BatchInvariantLinear(x, weight, {});
+    const torch::Tensor two = FixedOrderLinear(x, weight, {});
     EXPECT_TRUE(torch::equal(one, two)) << rows << " rows";
   }
 }
