@@ -5,49 +5,19 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "orchestrator/config_schema.h"
 #include "orchestrator/config_validate.h"
 
 namespace lockstep::orchestrator {
 namespace {
-
-// The sections and their keys; unknown names are checked against these (and suggested).
-const std::map<std::string, std::vector<std::string>>& KnownKeys() {
-  static const auto* known = new std::map<std::string, std::vector<std::string>>{
-      {"job", {"name", "seed", "steps", "output_root"}},
-      {"model", {"preset", "path", "mode"}},
-      {"tokenizer", {"path", "chat_template", "enable_thinking"}},
-      {"data",
-       {"task", "train_file", "eval_file", "eval_size", "max_operand", "teacher_carry_error",
-        "teacher_draws", "prompt_field", "answer_field", "apply_chat_template"}},
-      {"sft", {"steps", "batch_size", "lr"}},
-      {"generator",
-       {"count", "addresses", "kv_bytes", "threads", "temperature", "top_p", "top_k",
-        "max_tokens", "max_restarts"}},
-      {"trainer",
-       {"address", "lr", "betas", "eps", "weight_decay", "grad_clip", "warmup_steps", "schedule",
-        "min_lr_ratio", "micro_batch_tokens", "max_sequence_length", "threads", "max_restarts"}},
-      {"algorithm",
-       {"advantage", "loss", "clip_eps_low", "clip_eps_high", "log_ratio_clamp", "aggregation",
-        "constant_normalizer", "drop_zero_variance_groups", "kl_coef", "tis_cap",
-        "samples_per_prompt", "prompts_per_step"}},
-      {"rewards", {"builtin", "options", "weight", "servers", "sandbox_address", "max_restarts"}},
-      {"rewards.servers",
-       {"name", "command", "address", "deadline_ms", "max_attempts", "max_concurrency", "weight"}},
-      {"environment", {"command", "address", "max_turns", "deadline_ms"}},
-      {"async", {"max_staleness"}},
-      {"parity", {"mode", "max_records", "max_record_steps"}},
-      {"checkpointing", {"every", "keep_last"}},
-      {"logging", {"progress", "level"}},
-      {"weight_sync", {"bucket_mb", "timeout_ms", "verify", "transport"}},
-  };
-  return *known;
-}
 
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -79,28 +49,13 @@ std::string Suggestion(const std::string& name, const std::vector<std::string>& 
 }
 
 const char* TypeName(const toml::node& node) {
-  switch (node.type()) {
-    case toml::node_type::table:
-      return "a table";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a float";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::date:
-      return "a date";
-    case toml::node_type::time:
-      return "a time";
-    case toml::node_type::date_time:
-      return "a date-time";
-    default:
-      return "nothing";
-  }
+  // Indexed by toml::node_type: none, table, array, string, integer, floating_point, boolean,
+  // date, time, date_time.
+  static constexpr const char* kNames[] = {"nothing",    "a table",   "an array", "a string",
+                                           "an integer", "a float",   "a boolean", "a date",
+                                           "a time",     "a date-time"};
+  const auto index = static_cast<size_t>(node.type());
+  return index < std::size(kNames) ? kNames[index] : "nothing";
 }
 
 // Shared by the readers of one load: where keys came from, and the errors so far.
@@ -140,21 +95,21 @@ class SectionReader {
     return node;
   }
 
-  void String(const std::string& key, std::string* out) {
+  void Read(const std::string& key, std::string* out) {
     const toml::node* node = Node(key);
     if (node == nullptr) return;
     if (!node->is_string()) return TypeError(key, *node, "a string");
     *out = node->as_string()->get();
   }
 
-  void Int(const std::string& key, int64_t* out) {
+  void Read(const std::string& key, int64_t* out) {
     const toml::node* node = Node(key);
     if (node == nullptr) return;
     if (!node->is_integer()) return TypeError(key, *node, "an integer");
     *out = node->as_integer()->get();
   }
 
-  void Double(const std::string& key, double* out) {
+  void Read(const std::string& key, double* out) {
     const toml::node* node = Node(key);
     if (node == nullptr) return;
     if (node->is_integer()) {
@@ -166,14 +121,14 @@ class SectionReader {
     }
   }
 
-  void Bool(const std::string& key, bool* out) {
+  void Read(const std::string& key, bool* out) {
     const toml::node* node = Node(key);
     if (node == nullptr) return;
     if (!node->is_boolean()) return TypeError(key, *node, "a boolean");
     *out = node->as_boolean()->get();
   }
 
-  void StringList(const std::string& key, std::vector<std::string>* out) {
+  void Read(const std::string& key, std::vector<std::string>* out) {
     const toml::node* node = Node(key);
     if (node == nullptr) return;
     const toml::array* array = node->as_array();
@@ -186,7 +141,7 @@ class SectionReader {
     *out = std::move(values);
   }
 
-  void DoubleList(const std::string& key, std::vector<double>* out) {
+  void Read(const std::string& key, std::vector<double>* out) {
     const toml::node* node = Node(key);
     if (node == nullptr) return;
     const toml::array* array = node->as_array();
@@ -205,11 +160,15 @@ class SectionReader {
   }
 
   // Free-form options (a table), converted to JSON.
-  void Json(const std::string& key, nlohmann::json* out) {
+  void Read(const std::string& key, nlohmann::json* out) {
     const toml::node* node = Node(key);
     if (node == nullptr) return;
     if (!node->is_table()) return TypeError(key, *node, "a table");
     *out = ToJson(*node);
+  }
+
+  void Read(const KeyField& key) {
+    std::visit([&](auto* out) { Read(key.name, out); }, key.field);
   }
 
   // Reports keys of the table that no reader asked for.
@@ -284,177 +243,40 @@ const toml::table* SectionTable(const toml::table& root, const std::string& name
   return node->as_table();
 }
 
+// [[rewards.servers]]: an array of tables, each read against RewardServerFields.
+void ReadRewardServers(SectionReader& rewards, LoadContext* context,
+                       std::vector<RewardServerConfig>* out) {
+  const toml::node* servers = rewards.Node("servers");
+  if (servers == nullptr) return;
+  const toml::array* array = servers->as_array();
+  if (array == nullptr || (!array->empty() && !array->is_array_of_tables())) {
+    context->errors.push_back(absl::StrCat(
+        context->Where("rewards.servers", servers),
+        ": [rewards] servers: expected an array of tables ([[rewards.servers]]), got ",
+        TypeName(*servers)));
+    return;
+  }
+  for (size_t i = 0; i < array->size(); ++i) {
+    RewardServerConfig server;
+    server.name = absl::StrCat("server", i);
+    SectionReader s(array->get(i)->as_table(), "rewards.servers",
+                    absl::StrCat("rewards.servers[", i, "]"), context);
+    for (const KeyField& key : RewardServerFields(server)) s.Read(key);
+    s.CheckUnknownKeys();
+    out->push_back(std::move(server));
+  }
+}
+
 void ReadSections(const toml::table& root, LoadContext* context, JobConfig* config) {
-  auto reader = [&](const std::string& name) {
-    return SectionReader(SectionTable(root, name, context), name, name, context);
-  };
-  {
-    SectionReader r = reader("job");
-    r.String("name", &config->job.name);
-    r.Int("seed", &config->job.seed);
-    r.Int("steps", &config->job.steps);
-    r.String("output_root", &config->job.output_root);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("model");
-    r.String("preset", &config->model.preset);
-    r.String("path", &config->model.path);
-    r.String("mode", &config->model.mode);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("tokenizer");
-    r.String("path", &config->tokenizer.path);
-    r.String("chat_template", &config->tokenizer.chat_template);
-    r.Bool("enable_thinking", &config->tokenizer.enable_thinking);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("data");
-    r.String("task", &config->data.task);
-    r.String("train_file", &config->data.train_file);
-    r.String("eval_file", &config->data.eval_file);
-    r.Int("eval_size", &config->data.eval_size);
-    r.Int("max_operand", &config->data.max_operand);
-    r.Double("teacher_carry_error", &config->data.teacher_carry_error);
-    r.Int("teacher_draws", &config->data.teacher_draws);
-    r.String("prompt_field", &config->data.prompt_field);
-    r.String("answer_field", &config->data.answer_field);
-    r.Bool("apply_chat_template", &config->data.apply_chat_template);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("sft");
-    r.Int("steps", &config->sft.steps);
-    r.Int("batch_size", &config->sft.batch_size);
-    r.Double("lr", &config->sft.lr);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("generator");
-    bool count_given = r.Node("count") != nullptr;
-    r.Int("count", &config->generator.count);
-    r.StringList("addresses", &config->generator.addresses);
+  for (const SectionFields& section : JobSections(*config)) {
+    const std::string name = section.name;
+    SectionReader r(SectionTable(root, name, context), name, name, context);
+    for (const KeyField& key : section.keys) r.Read(key);
     // Addresses replace started generators: their number is the count unless one is stated.
-    if (!count_given && !config->generator.addresses.empty()) {
+    if (name == "generator" && r.Node("count") == nullptr && !config->generator.addresses.empty()) {
       config->generator.count = static_cast<int64_t>(config->generator.addresses.size());
     }
-    r.Int("kv_bytes", &config->generator.kv_bytes);
-    r.Int("threads", &config->generator.threads);
-    r.Double("temperature", &config->generator.temperature);
-    r.Double("top_p", &config->generator.top_p);
-    r.Int("top_k", &config->generator.top_k);
-    r.Int("max_tokens", &config->generator.max_tokens);
-    r.Int("max_restarts", &config->generator.max_restarts);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("trainer");
-    r.String("address", &config->trainer.address);
-    r.Int("max_restarts", &config->trainer.max_restarts);
-    r.Double("lr", &config->trainer.lr);
-    r.DoubleList("betas", &config->trainer.betas);
-    r.Double("eps", &config->trainer.eps);
-    r.Double("weight_decay", &config->trainer.weight_decay);
-    r.Double("grad_clip", &config->trainer.grad_clip);
-    r.Int("warmup_steps", &config->trainer.warmup_steps);
-    r.String("schedule", &config->trainer.schedule);
-    r.Double("min_lr_ratio", &config->trainer.min_lr_ratio);
-    r.Int("micro_batch_tokens", &config->trainer.micro_batch_tokens);
-    r.Int("max_sequence_length", &config->trainer.max_sequence_length);
-    r.Int("threads", &config->trainer.threads);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("algorithm");
-    AlgorithmSection& a = config->algorithm;
-    r.String("advantage", &a.advantage);
-    r.String("loss", &a.loss);
-    r.Double("clip_eps_low", &a.clip_eps_low);
-    r.Double("clip_eps_high", &a.clip_eps_high);
-    r.Double("log_ratio_clamp", &a.log_ratio_clamp);
-    r.String("aggregation", &a.aggregation);
-    r.Double("constant_normalizer", &a.constant_normalizer);
-    r.Bool("drop_zero_variance_groups", &a.drop_zero_variance_groups);
-    r.Double("kl_coef", &a.kl_coef);
-    r.Double("tis_cap", &a.tis_cap);
-    r.Int("samples_per_prompt", &a.samples_per_prompt);
-    r.Int("prompts_per_step", &a.prompts_per_step);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("rewards");
-    r.String("builtin", &config->rewards.builtin);
-    r.Json("options", &config->rewards.options);
-    r.Double("weight", &config->rewards.weight);
-    r.String("sandbox_address", &config->rewards.sandbox_address);
-    r.Int("max_restarts", &config->rewards.max_restarts);
-    if (const toml::node* servers = r.Node("servers")) {
-      const toml::array* array = servers->as_array();
-      if (array == nullptr || (!array->empty() && !array->is_array_of_tables())) {
-        context->errors.push_back(absl::StrCat(
-            context->Where("rewards.servers", servers),
-            ": [rewards] servers: expected an array of tables ([[rewards.servers]]), got ",
-            TypeName(*servers)));
-      } else {
-        for (size_t i = 0; i < array->size(); ++i) {
-          RewardServerConfig server;
-          server.name = absl::StrCat("server", i);
-          SectionReader s(array->get(i)->as_table(), "rewards.servers",
-                          absl::StrCat("rewards.servers[", i, "]"), context);
-          s.String("name", &server.name);
-          s.StringList("command", &server.command);
-          s.String("address", &server.address);
-          s.Int("deadline_ms", &server.deadline_ms);
-          s.Int("max_attempts", &server.max_attempts);
-          s.Int("max_concurrency", &server.max_concurrency);
-          s.Double("weight", &server.weight);
-          s.CheckUnknownKeys();
-          config->rewards.servers.push_back(std::move(server));
-        }
-      }
-    }
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("environment");
-    r.StringList("command", &config->environment.command);
-    r.String("address", &config->environment.address);
-    r.Int("max_turns", &config->environment.max_turns);
-    r.Int("deadline_ms", &config->environment.deadline_ms);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("async");
-    r.Int("max_staleness", &config->async.max_staleness);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("parity");
-    r.String("mode", &config->parity.mode);
-    r.Int("max_records", &config->parity.max_records);
-    r.Int("max_record_steps", &config->parity.max_record_steps);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("checkpointing");
-    r.Int("every", &config->checkpointing.every);
-    r.Int("keep_last", &config->checkpointing.keep_last);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("logging");
-    r.Bool("progress", &config->logging.progress);
-    r.String("level", &config->logging.level);
-    r.CheckUnknownKeys();
-  }
-  {
-    SectionReader r = reader("weight_sync");
-    r.Int("bucket_mb", &config->weight_sync.bucket_mb);
-    r.Int("timeout_ms", &config->weight_sync.timeout_ms);
-    r.Bool("verify", &config->weight_sync.verify);
-    r.String("transport", &config->weight_sync.transport);
+    if (name == "rewards") ReadRewardServers(r, context, &config->rewards.servers);
     r.CheckUnknownKeys();
   }
 
