@@ -34,6 +34,45 @@ int64_t LayoutFingerprint(const std::vector<torch::Tensor>& tensors) {
   return static_cast<int64_t>(hash >> 2);
 }
 
+// Rank 0 hosts the TCPStore at MASTER_ADDR:MASTER_PORT; every rank connects to it and joins the
+// Gloo group under options.store_prefix. DeadlineExceeded when the peers do not all arrive
+// within the timeout; Unavailable for other connection failures (with LibTorch's message).
+absl::StatusOr<std::unique_ptr<c10d_compat::CollectiveGroup>> JoinProcessGroup(
+    const DistributedEnv& env, const DataParallelOptions& options) {
+  if (env.world_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world_size must be >= 1, got ", env.world_size));
+  }
+  if (env.rank < 0 || env.rank >= env.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank must be in [0, ", env.world_size, "), got ", env.rank));
+  }
+  if (env.master_port < 1 || env.master_port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("master_port must be in [1, 65535], got ", env.master_port));
+  }
+  if (env.master_addr.empty()) return absl::InvalidArgumentError("master_addr is empty");
+  if (options.timeout.count() <= 0) return absl::InvalidArgumentError("timeout must be > 0");
+  const std::string where = absl::StrCat(env.master_addr, ":", env.master_port);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = c10d_compat::PrefixedStore(
+        options.store_prefix, c10d_compat::ConnectTcpStore(env.master_addr, env.master_port,
+                                                           env.rank == 0, options.timeout));
+  } catch (const std::exception& error) {
+    return c10d_compat::StatusFromException(
+        error, absl::StrCat("TCPStore at ", where, " (rank ", env.rank, ")"));
+  }
+  try {
+    return std::make_unique<c10d_compat::CollectiveGroup>(store, env.rank, env.world_size,
+                                                          env.master_addr, options.timeout);
+  } catch (const std::exception& error) {
+    return c10d_compat::StatusFromException(
+        error, absl::StrCat("process group rendezvous at ", where, " (rank ", env.rank, " of ",
+                            env.world_size, ")"));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<DistributedEnv> ParseDistributedEnv(
@@ -91,7 +130,7 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnvironment() {
   });
 }
 
-DataParallelReducer::DataParallelReducer(std::unique_ptr<CollectiveGroup> group,
+DataParallelReducer::DataParallelReducer(std::unique_ptr<c10d_compat::CollectiveGroup> group,
                                          const DataParallelOptions& options)
     : group_(std::move(group)), options_(options) {}
 
@@ -101,14 +140,8 @@ absl::StatusOr<std::unique_ptr<DataParallelReducer>> DataParallelReducer::Create
     return absl::InvalidArgumentError(
         absl::StrCat("bucket_bytes must be > 0, got ", options.bucket_bytes));
   }
-  CollectiveGroupOptions group_options;
-  group_options.master_addr = env.master_addr;
-  group_options.master_port = env.master_port;
-  group_options.rank = env.rank;
-  group_options.world_size = env.world_size;
-  group_options.timeout = options.timeout;
-  group_options.store_prefix = options.store_prefix;
-  absl::StatusOr<std::unique_ptr<CollectiveGroup>> group = CollectiveGroup::Create(group_options);
+  absl::StatusOr<std::unique_ptr<c10d_compat::CollectiveGroup>> group =
+      JoinProcessGroup(env, options);
   if (!group.ok()) return group.status();
   return std::unique_ptr<DataParallelReducer>(new DataParallelReducer(*std::move(group), options));
 }
@@ -119,7 +152,7 @@ absl::Status DataParallelReducer::AllReduceSum(std::vector<torch::Tensor>& grads
 
 absl::StatusOr<double> DataParallelReducer::AllReduceScalar(double value) {
   torch::Tensor scalar = torch::full({1}, value, torch::kFloat64);
-  absl::Status status = group_->AllReduce(scalar, ReduceKind::kSum);
+  absl::Status status = group_->AllReduce(scalar, c10d_compat::ReduceKind::kSum);
   if (!status.ok()) return status;
   return scalar.item<double>();
 }
@@ -133,7 +166,7 @@ absl::Status DataParallelReducer::BroadcastFromRankZero(std::vector<torch::Tenso
 absl::Status DataParallelReducer::CheckLayoutAgreed(const std::vector<torch::Tensor>& tensors) {
   const int64_t fingerprint = LayoutFingerprint(tensors);
   torch::Tensor pair = torch::tensor({fingerprint, -fingerprint}, torch::kInt64);
-  absl::Status status = group_->AllReduce(pair, ReduceKind::kMax);
+  absl::Status status = group_->AllReduce(pair, c10d_compat::ReduceKind::kMax);
   if (!status.ok()) return status;
   if (pair[0].item<int64_t>() != -pair[1].item<int64_t>()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -160,7 +193,7 @@ absl::Status DataParallelReducer::RunBucketed(std::vector<torch::Tensor>& tensor
   // Parameters are autograd leaves: writing the results back must not be recorded.
   torch::NoGradGuard no_grad;
   auto run = [&](torch::Tensor& buffer) {
-    return collective == Collective::kSum ? group_->AllReduce(buffer, ReduceKind::kSum)
+    return collective == Collective::kSum ? group_->AllReduce(buffer, c10d_compat::ReduceKind::kSum)
                                           : group_->Broadcast(buffer, /*root=*/0);
   };
   int64_t num_buckets = 0;

@@ -25,8 +25,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "trainer/c10d_compat.h"
 #include "trainer/trainer.h"
+#include "weight_sync/c10d_compat.h"
 
 namespace lockstep::trainer {
 
@@ -88,13 +88,14 @@ class DataParallelReducer final : public GradientReducer {
   int64_t last_num_buckets() const { return last_num_buckets_; }
 
  private:
-  DataParallelReducer(std::unique_ptr<CollectiveGroup> group, const DataParallelOptions& options);
+  DataParallelReducer(std::unique_ptr<c10d_compat::CollectiveGroup> group,
+                      const DataParallelOptions& options);
 
   enum class Collective { kSum, kBroadcast };
   absl::Status RunBucketed(std::vector<torch::Tensor>& tensors, Collective collective);
   absl::Status CheckLayoutAgreed(const std::vector<torch::Tensor>& tensors);
 
-  std::unique_ptr<CollectiveGroup> group_;
+  std::unique_ptr<c10d_compat::CollectiveGroup> group_;
   const DataParallelOptions options_;
   int64_t last_num_buckets_ = 0;
 };

@@ -37,7 +37,19 @@ int64_t RoundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
-int64_t HeaderBytes(int world_size) { return RoundUp(kLine * (2 + world_size), kPage); }
+// Where things are in a segment: the header (meta line + 1 + world_size counters), then two
+// page-aligned slots.
+struct Layout {
+  int64_t header_bytes;
+  int64_t slot_stride;
+  size_t total_bytes;
+};
+
+Layout LayoutOf(int world_size, int64_t slot_bytes) {
+  const int64_t header = RoundUp(kLine * (2 + world_size), kPage);
+  const int64_t stride = RoundUp(std::max<int64_t>(slot_bytes, 1), kPage);
+  return {header, stride, static_cast<size_t>(header + 2 * stride)};
+}
 
 // True iff `value` >= `target` modulo 2^32 (sequences wrap).
 bool Reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
@@ -104,9 +116,8 @@ ShmBucketChannel::~ShmBucketChannel() { munmap(base_, mapped_bytes_); }
 absl::StatusOr<std::unique_ptr<ShmBucketChannel>> ShmBucketChannel::Create(const std::string& name,
                                                                            int world_size,
                                                                            int64_t slot_bytes) {
-  const int64_t header = HeaderBytes(world_size);
-  const int64_t stride = RoundUp(std::max<int64_t>(slot_bytes, 1), kPage);
-  const size_t total = static_cast<size_t>(header + 2 * stride);
+  const Layout layout = LayoutOf(world_size, slot_bytes);
+  const size_t total = layout.total_bytes;
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return absl::UnavailableError(ErrnoText("shm_open(create)", name));
   if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
@@ -128,16 +139,16 @@ absl::StatusOr<std::unique_ptr<ShmBucketChannel>> ShmBucketChannel::Create(const
   meta->world_size = static_cast<uint64_t>(world_size);
   meta->slot_bytes = static_cast<uint64_t>(slot_bytes);
   __atomic_store_n(&meta->magic, kMagic, __ATOMIC_RELEASE);
-  return std::unique_ptr<ShmBucketChannel>(new ShmBucketChannel(
-      static_cast<char*>(base), total, world_size, slot_bytes, stride, header));
+  return std::unique_ptr<ShmBucketChannel>(
+      new ShmBucketChannel(static_cast<char*>(base), total, world_size, slot_bytes,
+                           layout.slot_stride, layout.header_bytes));
 }
 
 absl::StatusOr<std::unique_ptr<ShmBucketChannel>> ShmBucketChannel::Open(const std::string& name,
                                                                          int world_size,
                                                                          int64_t slot_bytes) {
-  const int64_t header = HeaderBytes(world_size);
-  const int64_t stride = RoundUp(std::max<int64_t>(slot_bytes, 1), kPage);
-  const size_t total = static_cast<size_t>(header + 2 * stride);
+  const Layout layout = LayoutOf(world_size, slot_bytes);
+  const size_t total = layout.total_bytes;
   const int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) return absl::UnavailableError(ErrnoText("shm_open", name));
   struct stat info {};
@@ -160,8 +171,9 @@ absl::StatusOr<std::unique_ptr<ShmBucketChannel>> ShmBucketChannel::Open(const s
     munmap(base, total);
     return absl::FailedPreconditionError(message);
   }
-  return std::unique_ptr<ShmBucketChannel>(new ShmBucketChannel(
-      static_cast<char*>(base), total, world_size, slot_bytes, stride, header));
+  return std::unique_ptr<ShmBucketChannel>(
+      new ShmBucketChannel(static_cast<char*>(base), total, world_size, slot_bytes,
+                           layout.slot_stride, layout.header_bytes));
 }
 
 void ShmBucketChannel::Unlink(const std::string& name) { shm_unlink(name.c_str()); }

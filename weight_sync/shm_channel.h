@@ -2,7 +2,7 @@
 // control header and two bucket slots, the way NCCL moves data inside a node instead of over
 // sockets. Rank 0 writes bucket k of a broadcast into slot k % 2 while the receivers copy slot
 // (k - 1) % 2 out, chunk by chunk. The hand-off is counters of chunks in the header, waited on
-// with futexes (the caller decides what a chunk is; WeightSyncGroup uses 8 MiB pieces of a
+// with futexes (the caller decides what a chunk is; ShmBucketTransport uses 8 MiB pieces of a
 // bucket):
 //   written            rank 0 sets it to c + 1 once chunk c is in its slot
 //   consumed[r]        receiver r sets it to c + 1 once it has copied chunk c out
@@ -35,7 +35,7 @@ namespace lockstep::weight_sync {
 
 // This machine as "<hostname>\n<boot id>" (/proc/sys/kernel/random/boot_id): two processes see
 // the same string iff they run on the same host in the same boot (containers on one host share
-// the boot id but may not share /dev/shm; the group then falls back to Gloo, see sync_group.cc).
+// the boot id but may not share /dev/shm; the group then falls back to Gloo, see shm_transport.h).
 // The environment variable LOCKSTEP_WEIGHT_SYNC_HOST, when set, replaces it (tests use it to
 // play a rank on another host).
 std::string HostIdentity();

@@ -21,16 +21,18 @@
 // broken: later calls return FailedPrecondition at once. Re-form by destroying it and calling
 // Join again with a new `group_name` (the same store address may be reused).
 //
-// Transports: when every rank runs on one host (same hostname and boot id, exchanged at Join) and
-// `transport` is kAuto or kSharedMemory, the bucket bytes go through a POSIX shared-memory
-// segment (weight_sync/shm_channel.h: rank 0 copies each bucket into one of two slots, every
-// receiver copies it out, ~2 memcpys per byte) and only the header and the verification hashes
-// use Gloo. Otherwise (other hosts, kGloo, or a /dev/shm the ranks do not share under kAuto) the
-// buckets are Gloo broadcasts. The failure model is the same for both.
+// Transports (weight_sync/bucket_transport.h; chosen at Join by weight_sync/rendezvous.h): when
+// every rank runs on one host (same hostname and boot id, exchanged at Join) and `transport` is
+// kAuto or kSharedMemory, the bucket bytes go through a POSIX shared-memory segment
+// (weight_sync/shm_transport.h: rank 0 copies each bucket into one of two slots, every receiver
+// copies it out, ~2 memcpys per byte) and only the header and the verification hashes use Gloo.
+// Otherwise (other hosts, kGloo, or a /dev/shm the ranks do not share under kAuto) the buckets
+// are Gloo broadcasts (weight_sync/gloo_transport.h). The failure model is the same for both.
 //
 // Backends: Gloo for CPU tensors (always built). NCCL would serve CUDA tensors but is compiled in
 // only when LibTorch was built with CUDA and NCCL; Debian's CPU LibTorch has neither, so here a
-// CUDA tensor is refused with Unimplemented (see weight_sync/c10d_compat.h).
+// CUDA tensor is refused with Unimplemented (see weight_sync/bucket_transport.h for where a GPU
+// transport plugs in).
 //
 // Thread safety: a WeightSyncGroup is used by one thread at a time (calls are collectives: every
 // rank must make the matching call in the same order). Distinct groups are independent.
@@ -39,7 +41,6 @@
 
 #include <torch/torch.h>
 
-#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -51,39 +52,12 @@
 #include "absl/status/statusor.h"
 #include "model/safetensors.h"
 #include "weight_sync/bucket_plan.h"
+#include "weight_sync/group_options.h"
 #include "weight_sync/manifest.h"
-
-namespace c10d {
-class Work;
-}  // namespace c10d
 
 namespace lockstep::weight_sync {
 
-// How bucket bytes travel. kAuto: shared memory when every rank is on this host, else Gloo.
-// Numbered as proto/weight_sync.proto's WeightSyncTransport, so a service may static_cast the
-// request's value (Validate rejects anything else).
-enum class Transport { kAuto = 0, kGloo = 1, kSharedMemory = 2 };
-
-// "auto", "gloo", "shm".
-const char* TransportName(Transport transport);
-// Parses TransportName's output; InvalidArgument naming the value otherwise.
-absl::StatusOr<Transport> ParseTransport(const std::string& name);
-
-struct GroupOptions {
-  std::string store_host = "127.0.0.1";  // rank 0 hosts the c10d TCPStore here
-  int store_port = 0;                    // must be set (> 0): every rank dials it
-  int rank = 0;                          // 0 = sender (trainer), 1..world_size-1 = receivers
-  int world_size = 1;
-  std::string group_name = "sync";           // store key prefix; a new name re-forms the group
-  std::chrono::milliseconds timeout{60000};  // the rendezvous and every collective
-  int64_t bucket_bytes = int64_t{256} << 20;
-  bool verify = false;  // hash every bucket and compare across ranks after each broadcast
-  // kSharedMemory with ranks on different hosts: FailedPrecondition at Join naming the hosts.
-  Transport transport = Transport::kAuto;
-
-  // InvalidArgument naming the field.
-  absl::Status Validate() const;
-};
+struct Connection;  // weight_sync/rendezvous.h
 
 class WeightSyncGroup {
  public:
@@ -127,50 +101,30 @@ class WeightSyncGroup {
   int64_t num_buckets() const { return plan_.num_buckets(); }
   int64_t total_bytes() const { return plan_.total_bytes(); }
   // The transport the buckets use: kGloo or kSharedMemory (never kAuto).
-  Transport transport() const { return transport_; }
+  Transport transport() const;
   // True once a collective failed; the group must then be re-formed.
   bool broken() const { return broken_; }
   // Wall time of the last successful Send/Receive (header, buckets and verification), seconds.
   double last_seconds() const { return last_seconds_; }
 
  private:
-  struct Backend;  // the c10d store and process group (weight_sync/c10d_compat.h)
-
-  WeightSyncGroup(GroupOptions options, BucketPlan plan, std::unique_ptr<Backend> backend);
-
-  // The bucket loops of Send/Receive over shared memory (the header and verification stay on
-  // Gloo). `flat` holds the parameters per manifest entry; `hashes` collects bucket hashes.
-  absl::Status SendShared(const std::vector<torch::Tensor>& flat, std::vector<int64_t>& hashes);
-  absl::Status ReceiveShared(torch::Dtype dtype, TensorMap& received, std::vector<int64_t>& hashes);
-  // A shared-memory wait's failure as the group's error (breaks the group).
-  absl::Status FailShared(absl::Status status, const std::string& what);
+  WeightSyncGroup(GroupOptions options, BucketPlan plan);
 
   // FailedPrecondition if the group is broken or this rank is on the wrong side of `operation`.
   absl::Status CheckUsable(const char* operation, bool sender) const;
-  // Waits for `work` within the timeout: DeadlineExceeded on timeout, Unavailable when a peer
-  // dropped out (both break the group).
-  absl::Status Wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what);
   // All-gathers this rank's bucket hashes and compares every rank's with rank 0's.
   absl::Status VerifyHashes(const std::vector<int64_t>& hashes);
-  // Marks the group broken, aborts the shared-memory channel (so peers fail at once), returns it.
+  // Marks the group broken, aborts the transport (so peers fail at once), returns `status`.
   absl::Status Fail(absl::Status status);
-  // bucket_buffers_[slot] (allocated on first use), narrowed to `num_elements`.
-  torch::Tensor BucketBuffer(int slot, int64_t num_elements);
   // A whole-stream fp32 buffer for Receive: a kept one nobody else holds, else a new one.
   torch::Tensor StagingBuffer();
 
   const GroupOptions options_;
   const BucketPlan plan_;
-  std::unique_ptr<Backend> backend_;
-  // Two fp32 bucket buffers (rank 0 packs into one while the other is on the wire; a
-  // lower-precision receiver casts out of one while the other fills), kept across broadcasts so
-  // that every sync does not page-fault fresh memory in again.
-  std::array<torch::Tensor, 2> bucket_buffers_;
+  // The store, the Gloo control group and the bucket transport (weight_sync/rendezvous.h).
+  std::unique_ptr<Connection> connection_;
   // fp32 staging buffers handed out by Receive (at most two kept), reused when only we hold them.
   std::vector<torch::Tensor> staging_buffers_;
-  Transport transport_ = Transport::kGloo;
-  // Shared memory: chunks sent/received so far on this group (every rank counts the same).
-  uint32_t next_sequence_ = 0;
   bool broken_ = false;
   double last_seconds_ = 0;
 };
