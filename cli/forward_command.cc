@@ -58,7 +58,7 @@ absl::Status RunForward(const ForwardFlags& flags) {
   torch::NoGradGuard no_grad;
   absl::StatusOr<torch::Tensor> hidden = (*model)->Hidden(*batch, TrainingAttention{});
   if (!hidden.ok()) return hidden.status();
-  torch::Tensor logits = (*model)->Logits(*hidden);
+  torch::Tensor logits = (*model)->Logits(*hidden, ForwardKind::kTraining);
   PrintTopK(logits, *batch, flags.top_k);
 
   if (!flags.dump.empty()) {

@@ -5,7 +5,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
-#include "model/ops.h"
 
 namespace lockstep::generator {
 
@@ -51,7 +50,6 @@ void ModelRunner::CopyBlocks(const std::vector<BlockCopy>& copies) {
 absl::StatusOr<torch::Tensor> ModelRunner::Run(const ScheduledStep& step,
                                                ForwardObserver* observer) {
   torch::NoGradGuard no_grad;
-  ops::PagedForwardScope paged_forward;  // the LM head too, for steps of more than 64 samples
   try {
     CopyBlocks(step.block_copies);
     std::vector<std::vector<int64_t>> tokens;
@@ -77,8 +75,8 @@ absl::StatusOr<torch::Tensor> ModelRunner::Run(const ScheduledStep& step,
       return torch::empty({0, model_->config().vocab_size}, torch::kFloat32);
     }
     torch::Tensor last = Transformer::LastTokenRows(*hidden, *batch);
-    torch::Tensor logits =
-        model_->Logits(last.index_select(0, torch::tensor(sampling_rows, torch::kInt64)));
+    torch::Tensor logits = model_->Logits(
+        last.index_select(0, torch::tensor(sampling_rows, torch::kInt64)), paged.kind);
     if (observer != nullptr) {
       std::vector<int64_t> token_rows;  // packed-batch row of each logits row
       for (int64_t i : sampling_rows) token_rows.push_back(batch->cu_seqlens[i + 1] - 1);

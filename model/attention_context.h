@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "model/config.h"
+#include "model/forward_kind.h"
 
 namespace lockstep {
 
@@ -40,9 +41,12 @@ PagedKvCache AllocatePagedKvCache(const ModelConfig& config, int64_t num_blocks,
 std::vector<std::vector<int32_t>> ContiguousBlockTables(int64_t num_sequences,
                                                         int64_t blocks_per_sequence);
 
-struct TrainingAttention {};
+struct TrainingAttention {
+  static constexpr ForwardKind kind = ForwardKind::kTraining;
+};
 
 struct PagedAttention {
+  static constexpr ForwardKind kind = ForwardKind::kPaged;
   PagedKvCache* cache = nullptr;  // not owned; written by the forward (new keys/values)
   // Per sequence of the batch: the cache blocks holding its tokens, in position order. They must
   // cover positions [0, start + new_tokens). The start of each sequence is its first position.
@@ -50,6 +54,11 @@ struct PagedAttention {
 };
 
 using AttentionContext = std::variant<TrainingAttention, PagedAttention>;
+
+// The kind of the forward over `context` (its alternative's `kind`).
+inline ForwardKind KindOf(const AttentionContext& context) {
+  return std::visit([](const auto& attention) { return attention.kind; }, context);
+}
 
 // Checks that block tables match the batch and the cache (one table per sequence, enough blocks,
 // ids in range, layer count and shapes). `first_positions[s]` is sequence s's first position.

@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include "model/forward_kind.h"
 #include "model/kernels/numeric_mode.h"
 #include "model/ops.h"
 
@@ -16,8 +17,9 @@ class LinearImpl : public torch::nn::Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias, torch::Dtype dtype,
              NumericMode mode);
-  torch::Tensor forward(const torch::Tensor& x) {
-    return ops::Linear(x, weight, bias, mode_);
+  // `kind`: the forward this call belongs to (ops::Linear's dispatch in fast mode).
+  torch::Tensor forward(const torch::Tensor& x, ForwardKind kind) {
+    return ops::Linear(x, weight, bias, mode_, kind);
   }
   void ResetParameters();  // zeros
 

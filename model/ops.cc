@@ -20,12 +20,11 @@ bool Invariant(NumericMode mode) { return mode == NumericMode::kBatchInvariant; 
 // they are even except the LM head, where stock wins).
 constexpr int64_t kFastKernelMaxRows = 64;
 
-// Whether a PagedForwardScope is alive on this thread. There (the generator) fast mode runs the
-// linear kernel at any size: stock sgemm's own thread pool shared the cores with LibTorch's
-// OpenMP team and its workers spun on into the next decode steps (bench_generator, one run each:
-// a 256-token prefill took 0.31-0.54 s in fast mode against 0.17-0.18 s in batch-invariant mode,
-// and b8 decode ran 467-491 tok/s against 506-515).
-thread_local bool paged_forward = false;
+// In a paged forward (the generator's) fast mode runs the linear kernel at any size: stock
+// sgemm's own thread pool shared the cores with LibTorch's OpenMP team and its workers spun on
+// into the next decode steps (bench_generator, one run each: a 256-token prefill took
+// 0.31-0.54 s in fast mode against 0.17-0.18 s in batch-invariant mode, and b8 decode ran
+// 467-491 tok/s against 506-515).
 
 // Fast mode's one-sequence attention over cache rows (AttentionOverRows; paged forwards take
 // PackedAttentionOverRows, the kernel at any length) runs the kernel for at most this many
@@ -46,15 +45,11 @@ bool CpuFloat(const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == 
 
 }  // namespace
 
-PagedForwardScope::PagedForwardScope() : outer_(paged_forward) { paged_forward = true; }
-PagedForwardScope::~PagedForwardScope() { paged_forward = outer_; }
-bool PagedForwardScope::Active() { return paged_forward; }
-
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                     NumericMode mode) {
+                     NumericMode mode, ForwardKind kind) {
   if (Invariant(mode)) return kernels::FixedOrderLinear(x, weight, bias);
   if (CpuFloat(x) && CpuFloat(weight) &&
-      (Rows(x) <= kFastKernelMaxRows || PagedForwardScope::Active())) {
+      (Rows(x) <= kFastKernelMaxRows || kind == ForwardKind::kPaged)) {
     return kernels::FixedOrderLinear(x, weight, bias);
   }
   return torch::nn::functional::linear(x, weight, bias);
@@ -134,7 +129,7 @@ torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tenso
                                       const std::vector<int64_t>& first_positions,
                                       const std::vector<int64_t>& cu_seqlens, NumericMode mode) {
   // Paged attention is the generator's: the kernel at every length, prefill included (as
-  // Linear in a PagedForwardScope); only a graph (a test differentiating through the cache)
+  // Linear in a paged forward); only a graph (a test differentiating through the cache)
   // takes the per-sequence path.
   if (!kernels::WantsGrad(q, keys, values) && CpuFloat(q) && CpuFloat(keys) && CpuFloat(values)) {
     return kernels::FixedOrderAttentionPacked(q, keys, values, key_rows, first_positions,

@@ -1,8 +1,9 @@
 // The numeric operations of the forward pass, as free functions over tensors. The layers call
 // only these; each dispatches on the model's NumericMode to stock LibTorch ops (kFast) or to the
-// batch-invariant kernels in model/kernels/ (kBatchInvariant, float32 only). Fast mode also runs
-// our kernels where stock LibTorch is slow on CPU (said per op); the choice never depends on
-// grad mode, so a trainer's no-grad and grad forwards agree bit for bit.
+// fixed-order kernels in model/kernels/ (kBatchInvariant, float32 only). Fast mode also runs
+// our kernels where stock LibTorch is slow on CPU (said per op); the choice depends on the
+// forward's kind where an op says so (forward_kind.h), never on grad mode, so a trainer's no-grad
+// and grad forwards agree bit for bit.
 #ifndef LOCKSTEP_MODEL_OPS_H_
 #define LOCKSTEP_MODEL_OPS_H_
 
@@ -10,36 +11,22 @@
 
 #include <vector>
 
+#include "model/forward_kind.h"
 #include "model/kernels/linear_ops.h"
 #include "model/kernels/numeric_mode.h"
 
 namespace lockstep::ops {
 
-// Marks the forwards of the generator: while one is alive on a thread (Transformer::Hidden over
-// paged attention sets it), fast mode runs our linear kernel at every input size, prefill
-// included. Keyed on the forward's kind, never on grad mode: a trainer's forwards (training
-// attention, with or without grad) never see it, so they keep agreeing bit for bit.
-class PagedForwardScope {
- public:
-  PagedForwardScope();
-  ~PagedForwardScope();
-  PagedForwardScope(const PagedForwardScope&) = delete;
-  PagedForwardScope& operator=(const PagedForwardScope&) = delete;
-  static bool Active();
-
- private:
-  bool outer_;
-};
-
 // y = x W^T (+ b). x: [..., in], weight: [out, in], bias: [out] or undefined. Batch-invariant
 // mode always runs our kernel (model/kernels/linear_cpu.h); fast mode runs it for float32 CPU
 // inputs of decode size, where stock sgemm's per-call packing of the whole weight dominates, and
-// of any size in a PagedForwardScope; stock LibTorch otherwise.
+// of any size in a paged forward (`kind` kPaged: the generator's, LM head included); stock
+// LibTorch otherwise.
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                     NumericMode mode);
+                     NumericMode mode, ForwardKind kind);
 
 // Hugging Face RMSNorm: in float32, x * rsqrt(mean(x^2) + eps), cast back, times weight.
-// Float32 CPU inputs run the batch-invariant kernel in both modes (except many short rows, see
+// Float32 CPU inputs run the fixed-order kernel in both modes (except many short rows, see
 // ops.cc): at 2 threads stock LibTorch 1.13 takes 21 us on [8, 768] and 78 on [256, 768] where
 // the kernel takes 4.3 and 30 (bench_kernels rms_norm_*); other inputs run RmsNormFormula.
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,
@@ -49,7 +36,7 @@ torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, doubl
 // formula the kernel's backward differentiates.
 torch::Tensor RmsNormFormula(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
-// SwiGLU gate: silu(gate) * up. Float32 CPU inputs run the batch-invariant kernel in both
+// SwiGLU gate: silu(gate) * up. Float32 CPU inputs run the fixed-order kernel in both
 // modes (1.5-2x stock: bench_kernels silu_mul_*); others run SiluMulFormula.
 torch::Tensor SiluMul(const torch::Tensor& gate, const torch::Tensor& up, NumericMode mode);
 

@@ -34,7 +34,7 @@ absl::StatusOr<SimpleDecodeResult> DecodeGreedyOrSampled(
     if (!batch.ok()) return batch.status();
     absl::StatusOr<torch::Tensor> hidden = model.Hidden(*batch, paged);
     if (!hidden.ok()) return hidden.status();
-    torch::Tensor logits = model.Logits(Transformer::LastTokenRows(*hidden, *batch));
+    torch::Tensor logits = model.Logits(Transformer::LastTokenRows(*hidden, *batch), paged.kind);
     const double temperature = options.temperature > 0 ? options.temperature : 1.0;
     torch::Tensor logprobs = ops::LogSoftmax(logits, temperature, model.options().numeric_mode);
     torch::Tensor next = options.temperature > 0

@@ -1,6 +1,5 @@
 #include "model/transformer.h"
 
-#include <optional>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +10,7 @@ namespace lockstep {
 struct AttentionPlan {
   std::vector<int64_t> cu_seqlens;
   std::vector<int64_t> first_positions;  // per sequence: position of its first token here
+  ForwardKind kind = ForwardKind::kTraining;  // KindOf(the forward's AttentionContext)
   // Paged mode, per sequence: the flat cache slot of each position 0..last. (Training reads each
   // sequence's own keys in order and needs no row list.)
   std::vector<torch::Tensor> key_rows;
@@ -27,6 +27,7 @@ AttentionPlan MakePlan(const PackedBatch& batch, const AttentionContext& context
   AttentionPlan plan;
   plan.cu_seqlens = batch.cu_seqlens;
   plan.first_positions = first_positions;
+  plan.kind = KindOf(context);
   const auto* paged = std::get_if<PagedAttention>(&context);
   if (paged == nullptr) return plan;
   plan.cache = paged->cache;
@@ -71,11 +72,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
                                      const RopeTable& rope, const torch::Tensor& positions) {
   const int64_t num_tokens = x.size(0);
   const OpTap tap{plan.observer, layer_index_};
-  torch::Tensor q = q_proj(x);
+  torch::Tensor q = q_proj(x, plan.kind);
   tap(Op::kQProj, q);
-  torch::Tensor k = k_proj(x);
+  torch::Tensor k = k_proj(x, plan.kind);
   tap(Op::kKProj, k);
-  torch::Tensor v = v_proj(x);
+  torch::Tensor v = v_proj(x, plan.kind);
   tap(Op::kVProj, v);
   q = q.view({num_tokens, num_heads_, head_dim_});
   k = k.view({num_tokens, num_kv_heads_, head_dim_});
@@ -119,7 +120,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
   }
   attended = attended.view({num_tokens, num_heads_ * head_dim_});
   tap(Op::kAttention, attended);
-  torch::Tensor out = o_proj(attended);
+  torch::Tensor out = o_proj(attended, plan.kind);
   tap(Op::kOProj, out);
   return out;
 }
@@ -133,14 +134,14 @@ MlpImpl::MlpImpl(const ModelConfig& config, const ModelOptions& options)
   down_proj = register_module("down_proj", Linear(inner, hidden, false, dtype, mode_));
 }
 
-torch::Tensor MlpImpl::forward(const torch::Tensor& x, const OpTap& tap) {
-  torch::Tensor gate = gate_proj(x);
+torch::Tensor MlpImpl::forward(const torch::Tensor& x, ForwardKind kind, const OpTap& tap) {
+  torch::Tensor gate = gate_proj(x, kind);
   tap(Op::kGateProj, gate);
-  torch::Tensor up = up_proj(x);
+  torch::Tensor up = up_proj(x, kind);
   tap(Op::kUpProj, up);
   torch::Tensor gated = ops::SiluMul(gate, up, mode_);
   tap(Op::kSiluMul, gated);
-  torch::Tensor down = down_proj(gated);
+  torch::Tensor down = down_proj(gated, kind);
   tap(Op::kDownProj, down);
   return down;
 }
@@ -167,7 +168,7 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const AttentionP
   tap(Op::kAttentionResidual, h);
   torch::Tensor post_normed = post_attention_layernorm(h);
   tap(Op::kPostAttentionNorm, post_normed);
-  torch::Tensor out = h + mlp(post_normed, tap);
+  torch::Tensor out = h + mlp(post_normed, plan.kind, tap);
   tap(Op::kMlpResidual, out);
   return out;
 }
@@ -237,11 +238,9 @@ absl::StatusOr<torch::Tensor> Transformer::Hidden(const PackedBatch& batch,
   for (int64_t s = 0; s < batch.num_sequences(); ++s) {
     first_positions[s] = batch.positions[batch.cu_seqlens[s]].item<int64_t>();
   }
-  std::optional<ops::PagedForwardScope> paged_forward;
   if (const auto* paged = std::get_if<PagedAttention>(&context)) {
     absl::Status s = ValidatePagedAttention(*paged, config_, first_positions, batch.cu_seqlens);
     if (!s.ok()) return s;
-    paged_forward.emplace();
   } else {
     for (int64_t s = 0; s < batch.num_sequences(); ++s) {
       if (first_positions[s] != 0) {
@@ -260,8 +259,9 @@ absl::StatusOr<torch::Tensor> Transformer::Hidden(const PackedBatch& batch,
   }
 }
 
-torch::Tensor Transformer::Logits(const torch::Tensor& hidden) {
-  return ops::Linear(hidden, lm_head_weight(), {}, options_.numeric_mode).to(torch::kFloat32);
+torch::Tensor Transformer::Logits(const torch::Tensor& hidden, ForwardKind kind) {
+  return ops::Linear(hidden, lm_head_weight(), {}, options_.numeric_mode, kind)
+      .to(torch::kFloat32);
 }
 
 torch::Tensor Transformer::TargetLogProbs(const torch::Tensor& hidden,
@@ -271,8 +271,8 @@ torch::Tensor Transformer::TargetLogProbs(const torch::Tensor& hidden,
   std::vector<torch::Tensor> pieces;
   for (int64_t begin = 0; begin < rows; begin += chunk) {
     const int64_t length = std::min(chunk, rows - begin);
-    pieces.push_back(ops::TargetLogProbs(Logits(hidden.narrow(0, begin, length)),
-                                         targets.narrow(0, begin, length), temperature,
+    torch::Tensor logits = Logits(hidden.narrow(0, begin, length), ForwardKind::kTraining);
+    pieces.push_back(ops::TargetLogProbs(logits, targets.narrow(0, begin, length), temperature,
                                          options_.numeric_mode));
   }
   return pieces.empty() ? torch::zeros({0}, torch::kFloat32) : torch::cat(pieces, 0);

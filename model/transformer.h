@@ -59,8 +59,8 @@ TORCH_MODULE(Attention);
 class MlpImpl : public torch::nn::Module {
  public:
   MlpImpl(const ModelConfig& config, const ModelOptions& options);
-  // down(silu(gate(x)) * up(x)); `tap` sees gate, up, silu·mul and down.
-  torch::Tensor forward(const torch::Tensor& x, const OpTap& tap = {});
+  // down(silu(gate(x)) * up(x)) in a forward of `kind`; `tap` sees gate, up, silu·mul and down.
+  torch::Tensor forward(const torch::Tensor& x, ForwardKind kind, const OpTap& tap = {});
 
   Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
 
@@ -109,11 +109,13 @@ class Transformer : public torch::nn::Module {
   absl::StatusOr<torch::Tensor> Hidden(const PackedBatch& batch, const AttentionContext& context,
                                        ForwardObserver* observer = nullptr);
 
-  // LM head over hidden rows: float32 logits [rows, vocab_size].
-  torch::Tensor Logits(const torch::Tensor& hidden);
+  // LM head over hidden rows: float32 logits [rows, vocab_size]. `kind` is the kind of the forward
+  // that computed `hidden` (KindOf its context): fast mode's LM head follows the layers' dispatch.
+  torch::Tensor Logits(const torch::Tensor& hidden, ForwardKind kind);
 
-  // log_softmax(logits / temperature)[row, targets[row]] for each hidden row, float32 [rows],
-  // computed in chunks of options.logits_chunk_tokens rows so full logits never exist at once.
+  // log_softmax(logits / temperature)[row, targets[row]] for each hidden row of a training
+  // forward (the LM head as Logits(hidden, kTraining)), float32 [rows], computed in chunks of
+  // options.logits_chunk_tokens rows so full logits never exist at once.
   torch::Tensor TargetLogProbs(const torch::Tensor& hidden, const torch::Tensor& targets,
                                double temperature = 1.0);
 

@@ -40,7 +40,8 @@ absl::StatusOr<TokenLogprobs> ComputeTokenLogprobs(Transformer& model,
     std::vector<torch::Tensor> logprob_pieces, entropy_pieces;
     for (int64_t begin = 0; begin < total; begin += chunk) {
       const int64_t length = std::min(chunk, total - begin);
-      torch::Tensor logits = model.Logits(selected.narrow(0, begin, length));
+      torch::Tensor logits =
+          model.Logits(selected.narrow(0, begin, length), ForwardKind::kTraining);
       if (observer != nullptr) {
         const std::vector<int64_t> token_rows(rows.begin() + begin, rows.begin() + begin + length);
         observer->OnOutput(-1, Op::kLmHead, logits, &token_rows);

@@ -71,7 +71,8 @@ double DecodeTokensPerSecond(Transformer& model, int64_t batch_size, int64_t con
   for (int64_t step = 0; step < steps; ++step) {
     PackedBatch batch = *PackContinuations(step_tokens, starts);
     torch::Tensor hidden = *model.Hidden(batch, paged);
-    torch::Tensor next = model.Logits(Transformer::LastTokenRows(hidden, batch)).argmax(-1);
+    torch::Tensor next =
+        model.Logits(Transformer::LastTokenRows(hidden, batch), paged.kind).argmax(-1);
     for (int64_t s = 0; s < batch_size; ++s) {
       step_tokens[s][0] = next[s].item<int64_t>();
       ++starts[s];

@@ -1,6 +1,6 @@
-// Fast mode's kernel choice: a linear above decode size runs our kernel inside a
-// PagedForwardScope (the generator) and stock LibTorch outside it, whatever grad mode says, so a
-// trainer's forwards with and without grad agree bit for bit.
+// Fast mode's kernel choice: a linear above decode size runs our kernel in a paged forward (the
+// generator's, ForwardKind::kPaged) and stock LibTorch in a training forward, whatever grad mode
+// says, so a trainer's forwards with and without grad agree bit for bit.
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
 #include "model/kernels/linear_ops.h"
@@ -10,26 +10,59 @@
 namespace lockstep {
 namespace {
 
-TEST(FastDispatchTest, PagedForwardScopeTakesTheKernelAtAnySize) {
+TEST(FastDispatchTest, PagedForwardTakesTheKernelAtAnySize) {
   torch::manual_seed(3);
   const torch::Tensor x = torch::randn({200, 768});
   const torch::Tensor w = torch::randn({96, 768});
   const torch::Tensor kernel = kernels::FixedOrderLinear(x, w, {});
   const torch::Tensor stock = torch::nn::functional::linear(x, w);
   ASSERT_FALSE(torch::equal(kernel, stock));  // the two differ in some bits, so the check means it
-  EXPECT_TRUE(torch::equal(ops::Linear(x, w, {}, NumericMode::kFast), stock));
-  {
-    ops::PagedForwardScope scope;
-    {
-      ops::PagedForwardScope nested;
-      EXPECT_TRUE(ops::PagedForwardScope::Active());
-    }
-    EXPECT_TRUE(ops::PagedForwardScope::Active());  // the inner scope restores, not clears
-    EXPECT_TRUE(torch::equal(ops::Linear(x, w, {}, NumericMode::kFast), kernel));
-  }
-  EXPECT_FALSE(ops::PagedForwardScope::Active());
+  EXPECT_TRUE(
+      torch::equal(ops::Linear(x, w, {}, NumericMode::kFast, ForwardKind::kTraining), stock));
+  EXPECT_TRUE(
+      torch::equal(ops::Linear(x, w, {}, NumericMode::kFast, ForwardKind::kPaged), kernel));
   torch::NoGradGuard no_grad;  // grad mode alone changes nothing
-  EXPECT_TRUE(torch::equal(ops::Linear(x, w, {}, NumericMode::kFast), stock));
+  EXPECT_TRUE(
+      torch::equal(ops::Linear(x, w, {}, NumericMode::kFast, ForwardKind::kTraining), stock));
+}
+
+// Keeps layer 0's input norm and q_proj outputs.
+class QProjInputs : public ForwardObserver {
+ public:
+  void OnOutput(int64_t layer, Op op, const torch::Tensor& output,
+                const std::vector<int64_t>*) override {
+    if (layer == 0 && op == Op::kInputNorm) normed = output.detach().clone();
+    if (layer == 0 && op == Op::kQProj) q = output.detach().clone();
+  }
+  torch::Tensor normed, q;
+};
+
+// The kind travels from the AttentionContext through the plan to every layer's linears: a
+// 150-token prefill over paged attention runs q_proj in the kernel, the same tokens over training
+// attention in stock LibTorch.
+TEST(FastDispatchTest, TheContextsKindReachesTheLayersLinears) {
+  ModelConfig config = *PresetConfig(Architecture::kQwen3, "tiny");
+  config.num_hidden_layers = 1;
+  std::shared_ptr<Transformer> model = CreateRandomModel(config, 5);  // fast mode
+  std::vector<int64_t> tokens;
+  for (int t = 0; t < 150; ++t) tokens.push_back((t * 13) % config.vocab_size);
+  torch::NoGradGuard no_grad;
+  const AttentionImpl& attention = *model->model->layers[0]->as<DecoderLayerImpl>()->self_attn;
+  const torch::Tensor& weight = attention.q_proj->weight;
+  const torch::Tensor& bias = attention.q_proj->bias;
+
+  PagedKvCache cache = AllocatePagedKvCache(config, 10, 16, torch::kFloat32);
+  PagedAttention paged{&cache, ContiguousBlockTables(1, 10)};
+  QProjInputs in_paged;
+  ASSERT_TRUE(model->Hidden(*PackContinuations({tokens}, {0}), paged, &in_paged).ok());
+  EXPECT_TRUE(torch::equal(in_paged.q, kernels::FixedOrderLinear(in_paged.normed, weight, bias)));
+
+  QProjInputs in_training;
+  ASSERT_TRUE(model->Hidden(*PackSequences({tokens}), TrainingAttention{}, &in_training).ok());
+  const torch::Tensor stock = torch::nn::functional::linear(in_training.normed, weight, bias);
+  EXPECT_TRUE(torch::equal(in_training.q, stock));
+  ASSERT_TRUE(torch::equal(in_paged.normed, in_training.normed));  // same input to q_proj,
+  EXPECT_FALSE(torch::equal(in_paged.q, in_training.q));           // different bits out of it
 }
 
 TEST(FastDispatchTest, TrainingForwardsWithAndWithoutGradAgree) {

@@ -59,7 +59,7 @@ torch::Tensor Forward(Transformer& model) {
   EXPECT_TRUE(batch.ok());
   absl::StatusOr<torch::Tensor> hidden = model.Hidden(*batch, TrainingAttention{});
   EXPECT_TRUE(hidden.ok()) << hidden.status();
-  return model.Logits(*hidden);
+  return model.Logits(*hidden, ForwardKind::kTraining);
 }
 
 TEST(HugePagesTest, MovedWeightsKeepTheirBitsInOneAlignedBlock) {
@@ -98,7 +98,7 @@ TEST(HugePagesTest, MovedWeightsStillTrain) {
   ASSERT_TRUE(batch.ok());
   absl::StatusOr<torch::Tensor> hidden = model->Hidden(*batch, TrainingAttention{});
   ASSERT_TRUE(hidden.ok());
-  model->Logits(*hidden).pow(2).mean().backward();
+  model->Logits(*hidden, ForwardKind::kTraining).pow(2).mean().backward();
   ASSERT_TRUE(weight.grad().defined());
   sgd.step();
   EXPECT_FALSE(torch::equal(weight.detach(), start));  // updated in place, in the block

@@ -38,7 +38,7 @@ torch::Tensor TrainingLogits(Transformer& model,
   absl::StatusOr<torch::Tensor> hidden =
       model.Hidden(*batch, TrainingAttention{});
   EXPECT_TRUE(hidden.ok()) << hidden.status();
-  return model.Logits(*hidden);
+  return model.Logits(*hidden, ForwardKind::kTraining);
 }
 
 // max |a - b| / max |b|: the relative error measure used throughout the model
@@ -120,7 +120,7 @@ TEST_P(TransformerTest, PagedPrefillAndDecodeMatchTrainingForward) {
     ASSERT_TRUE(batch.ok());
     absl::StatusOr<torch::Tensor> hidden = model->Hidden(*batch, step_paged);
     ASSERT_TRUE(hidden.ok()) << hidden.status();
-    torch::Tensor logits = model->Logits(*hidden);
+    torch::Tensor logits = model->Logits(*hidden, step_paged.kind);
     for (size_t i = 0; i < which.size(); ++i) {
       const int s = which[i];
       torch::Tensor part =
@@ -151,7 +151,7 @@ TEST_P(TransformerTest, TargetLogProbsInChunksEqualFullLogSoftmax) {
   torch::Tensor targets = batch->token_ids.roll(-1);
   torch::Tensor chunked =
       model->TargetLogProbs(hidden, targets, /*temperature=*/0.7);
-  torch::Tensor full = torch::log_softmax(model->Logits(hidden) / 0.7, -1)
+  torch::Tensor full = torch::log_softmax(model->Logits(hidden, ForwardKind::kTraining) / 0.7, -1)
                            .gather(1, targets.unsqueeze(1))
                            .squeeze(1);
   // Fast mode: the LM head matmul over 7 rows need not round like the one over 34 rows (that

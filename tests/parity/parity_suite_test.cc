@@ -157,7 +157,7 @@ Sequences ContinuousBatchLogProbs(Transformer& model, const Sequences& sequences
     absl::StatusOr<torch::Tensor> hidden = model.Hidden(batch, paged);
     EXPECT_TRUE(hidden.ok()) << hidden.status();
     torch::Tensor logprobs =
-        ops::LogSoftmax(model.Logits(*hidden), 1.0, model.options().numeric_mode);
+        ops::LogSoftmax(model.Logits(*hidden, paged.kind), 1.0, model.options().numeric_mode);
     for (size_t i = 0; i < members.size(); ++i) {
       const int64_t s = members[i];
       for (int64_t r = batch.cu_seqlens[i]; r < batch.cu_seqlens[i + 1]; ++r) {
