@@ -1,16 +1,13 @@
 #include "orchestrator/generator_client.h"
 
 #include <algorithm>
-#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/auth.h"
 #include "common/grpc_status.h"
-#include "common/server.h"
 
 namespace lockstep::orchestrator {
 namespace {
@@ -68,22 +65,15 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
 
 GeneratorClient::GeneratorClient(std::string address, std::string auth_token,
                                  std::string tls_ca_file)
-    : address_(std::move(address)),
-      auth_token_(std::move(auth_token)),
-      stub_(v1::Generator::NewStub(MakeChannel(address_, tls_ca_file))) {}
-
-void GeneratorClient::Prepare(grpc::ClientContext* context, absl::Duration timeout) const {
-  AttachAuthToken(context, auth_token_);
-  context->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
-}
+    : channel_("generator", std::move(address), std::move(auth_token), tls_ca_file) {}
 
 void GeneratorClient::GenerateAsync(const v1::GenerateRequest& request, absl::Duration timeout,
                                     GenerateDone done) {
-  auto* call = new GenerateCall(absl::StrCat("generator ", address_, " Generate"),
-                                std::max<int64_t>(request.n(), 1), std::move(done));
+  auto* call = new GenerateCall(channel_.What("Generate"), std::max<int64_t>(request.n(), 1),
+                                std::move(done));
   *call->request() = request;
-  Prepare(call->context(), timeout);
-  stub_->async()->Generate(call->context(), call->request(), call);
+  channel_.Prepare(call->context(), timeout);
+  channel_.stub()->async()->Generate(call->context(), call->request(), call);
   call->Start();
 }
 
@@ -103,40 +93,20 @@ absl::StatusOr<std::vector<v1::GenerateResponse>> GeneratorClient::Generate(
 }
 
 absl::StatusOr<v1::GetStatusResponse> GeneratorClient::GetStatus(absl::Duration timeout) {
-  grpc::ClientContext context;
-  Prepare(&context, timeout);
-  v1::GetStatusResponse response;
-  absl::Status status =
-      FromGrpcStatus(stub_->GetStatus(&context, v1::GetStatusRequest(), &response),
-                     absl::StrCat("generator ", address_, " GetStatus"));
-  if (!status.ok()) return status;
-  return response;
+  return channel_.Call(&v1::Generator::Stub::GetStatus, "GetStatus", v1::GetStatusRequest(),
+                       timeout);
 }
 
 absl::StatusOr<v1::JoinWeightSyncResponse> GeneratorClient::JoinWeightSync(
     const v1::JoinWeightSyncRequest& request, absl::Duration timeout) {
-  grpc::ClientContext context;
-  Prepare(&context, timeout);
-  v1::JoinWeightSyncResponse response;
-  absl::Status status =
-      FromGrpcStatus(stub_->JoinWeightSync(&context, request, &response),
-                     absl::StrCat("generator ", address_, " JoinWeightSync"));
-  if (!status.ok()) return status;
-  return response;
+  return channel_.Call(&v1::Generator::Stub::JoinWeightSync, "JoinWeightSync", request, timeout);
 }
 
 absl::StatusOr<v1::WeightSyncResponse> GeneratorClient::ReceiveWeights(int64_t version,
                                                                        absl::Duration timeout) {
-  grpc::ClientContext context;
-  Prepare(&context, timeout);
   v1::ReceiveWeightsRequest request;
   request.set_version(version);
-  v1::WeightSyncResponse response;
-  absl::Status status =
-      FromGrpcStatus(stub_->ReceiveWeights(&context, request, &response),
-                     absl::StrCat("generator ", address_, " ReceiveWeights"));
-  if (!status.ok()) return status;
-  return response;
+  return channel_.Call(&v1::Generator::Stub::ReceiveWeights, "ReceiveWeights", request, timeout);
 }
 
 }  // namespace lockstep::orchestrator

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "orchestrator/service_channel.h"
 #include "proto/generator.grpc.pb.h"
 
 namespace lockstep::orchestrator {
@@ -40,14 +41,10 @@ class GeneratorClient {
       const v1::JoinWeightSyncRequest& request, absl::Duration timeout);
   absl::StatusOr<v1::WeightSyncResponse> ReceiveWeights(int64_t version, absl::Duration timeout);
 
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return channel_.address(); }
 
  private:
-  void Prepare(grpc::ClientContext* context, absl::Duration timeout) const;
-
-  std::string address_;
-  std::string auth_token_;
-  std::unique_ptr<v1::Generator::Stub> stub_;
+  ServiceChannel<v1::Generator> channel_;
 };
 
 }  // namespace lockstep::orchestrator
