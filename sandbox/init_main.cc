@@ -2,13 +2,16 @@
 // run's spec (launch_protocol.h) from fd 3, enters fresh user, mount, network, IPC, UTS, cgroup
 // and PID namespaces, forks the PID namespace's init, and that init builds a minimal read-only
 // root, runs each step under rlimits, dropped capabilities and the seccomp filter, enforces each
-// step's wall-clock limit, and reports on fd 4.
+// step's wall-clock limit, and reports on fd 4. A warm init (`--warm`, spawned ahead by the
+// pool) does all but the run's own part (its /work tmpfs, files and steps) before its run is
+// known, and then waits for the run.
 //
 // Process tree of one run (host view):
 //   launcher (the library's caller)
 //    └─ outer: this binary; joins the cgroups, drops to the sandbox uid, unshares namespaces,
 //       │       reports the ns init's host pid, waits for it
-//       └─ ns init (pid 1 in the new PID namespace): mounts, writes files, runs steps, reaps
+//       └─ ns init (pid 1 in the new PID namespace): builds the root, mounts /work, writes files,
+//          runs steps, reaps
 //           └─ step process (execve of the program; capability-less, seccomp-filtered)
 // When the ns init exits (normally, or SIGKILLed by the launcher) the kernel kills every other
 // process of the namespace and waits for them, so nothing outlives a run.
@@ -39,175 +42,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sandbox/init_spec.h"
 #include "sandbox/launch_protocol.h"
 
 namespace {
 
 namespace protocol = lockstep::sandbox::protocol;
+using namespace lockstep::sandbox::init;  // NOLINT: the init's one spec and its report
 
 constexpr const char* kNewRoot = "/tmp";  // mount point of the new root's tmpfs (our mount ns)
-constexpr int kMaxBinds = 64;
-constexpr int kMaxFiles = 256;
-constexpr int kMaxSteps = 4;
-constexpr int kMaxStrings = 256;
-
-struct Bind {
-  const char* source;
-  const char* target;
-  bool device;
-};
-struct Link {
-  const char* target;
-  const char* path;
-};
-struct File {
-  uint32_t mode;
-  const char* path;
-  const char* content;
-  size_t size;
-};
-struct Step {
-  protocol::StepRecord limits;
-  const char* argv[kMaxStrings + 1];
-  const char* env[kMaxStrings + 1];
-};
-
-struct Spec {
-  protocol::SandboxRecord sandbox;
-  Bind binds[kMaxBinds];
-  int num_binds = 0;
-  Link links[kMaxBinds];
-  int num_links = 0;
-  File files[kMaxFiles];
-  int num_files = 0;
-  const char* cgroup_procs[8];
-  int num_cgroups = 0;
-  sock_fprog seccomp = {0, nullptr};
-  Step steps[kMaxSteps];
-  int num_steps = 0;
-};
-
-Spec spec;
-
-void WriteAll(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = write(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
-void Report(uint32_t type, const void* a, size_t a_size, const void* b = nullptr,
-            size_t b_size = 0) {
-  protocol::RecordHeader header{type, static_cast<uint32_t>(a_size + b_size)};
-  WriteAll(protocol::kReportFd, &header, sizeof(header));
-  WriteAll(protocol::kReportFd, a, a_size);
-  if (b_size > 0) WriteAll(protocol::kReportFd, b, b_size);
-}
-
-// Reports "what: strerror(errno)" and exits. Safe after fork (no allocation).
-[[noreturn]] void Die(const char* what, const char* detail = "") {
-  const int saved = errno;
-  char message[1024];
-  snprintf(message, sizeof(message), "%s%s%s: %s", what, detail[0] ? " " : "", detail,
-           saved != 0 ? strerror(saved) : "failed");
-  Report(protocol::kError, message, strlen(message) + 1);
-  _exit(1);
-}
-
-// Splits a NUL-separated payload into `out` (at most kMaxStrings, then a nullptr).
-void SplitStrings(const char* payload, uint32_t length, const char** out) {
-  int count = 0;
-  uint32_t offset = 0;
-  while (offset < length && count < kMaxStrings) {
-    out[count++] = payload + offset;
-    offset += static_cast<uint32_t>(strnlen(payload + offset, length - offset)) + 1;
-  }
-  out[count] = nullptr;
-}
-
-void ReadSpec() {
-  struct stat st;
-  if (fstat(protocol::kSpecFd, &st) != 0) Die("fstat spec");
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, protocol::kSpecFd, 0);
-  if (mapped == MAP_FAILED) Die("mmap spec");
-  const char* data = static_cast<const char*>(mapped);
-  size_t offset = 0;
-  bool have_sandbox = false;
-  while (offset + sizeof(protocol::RecordHeader) <= size) {
-    protocol::RecordHeader header;
-    memcpy(&header, data + offset, sizeof(header));
-    offset += sizeof(header);
-    if (offset + header.length > size) break;
-    const char* payload = data + offset;
-    offset += header.length;
-    // Strings were written NUL-terminated by the launcher; lengths include the NULs.
-    switch (header.type) {
-      case protocol::kSandbox:
-        memcpy(&spec.sandbox, payload, sizeof(spec.sandbox));
-        have_sandbox = true;
-        break;
-      case protocol::kReadOnlyBind:
-      case protocol::kDeviceBind: {
-        if (spec.num_binds == kMaxBinds) Die("too many bind mounts");
-        Bind& bind = spec.binds[spec.num_binds++];
-        bind.source = payload;
-        bind.target = payload + strlen(payload) + 1;
-        bind.device = header.type == protocol::kDeviceBind;
-        break;
-      }
-      case protocol::kSymlink: {
-        if (spec.num_links == kMaxBinds) Die("too many symlinks");
-        Link& link = spec.links[spec.num_links++];
-        link.target = payload;
-        link.path = payload + strlen(payload) + 1;
-        break;
-      }
-      case protocol::kFile: {
-        if (spec.num_files == kMaxFiles) Die("too many files");
-        protocol::FileRecord file_header;
-        memcpy(&file_header, payload, sizeof(file_header));
-        File& file = spec.files[spec.num_files++];
-        file.mode = file_header.mode;
-        file.path = payload + sizeof(file_header);
-        file.content = file.path + file_header.path_length;
-        file.size = header.length - sizeof(file_header) - file_header.path_length;
-        break;
-      }
-      case protocol::kCgroupProcs:
-        if (spec.num_cgroups == 8) Die("too many cgroups");
-        spec.cgroup_procs[spec.num_cgroups++] = payload;
-        break;
-      case protocol::kSeccompFilter:
-        spec.seccomp.len = static_cast<unsigned short>(header.length / sizeof(sock_filter));
-        spec.seccomp.filter = reinterpret_cast<sock_filter*>(const_cast<char*>(payload));
-        break;
-      case protocol::kStep:
-        if (spec.num_steps == kMaxSteps) Die("too many steps");
-        memcpy(&spec.steps[spec.num_steps++].limits, payload, sizeof(protocol::StepRecord));
-        break;
-      case protocol::kArgv:
-        if (spec.num_steps == 0) Die("argv before a step");
-        SplitStrings(payload, header.length, spec.steps[spec.num_steps - 1].argv);
-        break;
-      case protocol::kEnv:
-        if (spec.num_steps == 0) Die("env before a step");
-        SplitStrings(payload, header.length, spec.steps[spec.num_steps - 1].env);
-        break;
-      default:
-        errno = EINVAL;
-        Die("unknown spec record");
-    }
-  }
-  if (!have_sandbox || spec.num_steps == 0) {
-    errno = EINVAL;
-    Die("incomplete spec");
-  }
-}
 
 void WriteFileAt(const char* path, const char* content) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -288,29 +131,11 @@ void BuildRoot() {
     if (symlink(spec.links[i].target, path) != 0 && errno != EEXIST) Die("symlink", path);
   }
 
-  // /work: the private, size-capped working directory; /tmp is the same tmpfs.
-  char options[128];
-  snprintf(options, sizeof(options), "size=%llu,nr_inodes=%llu,mode=0755",
-           static_cast<unsigned long long>(spec.sandbox.work_dir_bytes),
-           static_cast<unsigned long long>(spec.sandbox.work_dir_inodes));
+  // Mount points of the run's working directory (MountWork), made while the root is writable.
   snprintf(path, sizeof(path), "%s/work", kNewRoot);
   MakeDirs(path);
-  if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) Die("mount /work");
-  char tmp[4096];
-  snprintf(tmp, sizeof(tmp), "%s/tmp", kNewRoot);
-  MakeDirs(tmp);
-  if (mount(path, tmp, nullptr, MS_BIND, nullptr) != 0) Die("bind /tmp");
-
-  for (int i = 0; i < spec.num_files; ++i) {
-    const File& file = spec.files[i];
-    snprintf(path, sizeof(path), "%s/work/%s", kNewRoot, file.path);
-    ParentDirs(path);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, file.mode);
-    if (fd < 0) Die("create", file.path);
-    WriteAll(fd, file.content, file.size);
-    fchmod(fd, file.mode);
-    close(fd);
-  }
+  snprintf(path, sizeof(path), "%s/tmp", kNewRoot);
+  MakeDirs(path);
 
   if (spec.sandbox.mount_proc) {
     snprintf(path, sizeof(path), "%s/proc", kNewRoot);
@@ -328,8 +153,30 @@ void BuildRoot() {
             nullptr) != 0) {
     Die("remount / read-only");
   }
-  if (chdir("/work") != 0) Die("chdir /work");
   sethostname("sandbox", 7);
+}
+
+// The run's own part of the root: /work, a private size-capped tmpfs (also at /tmp) holding
+// the run's files, as the working directory.
+void MountWork() {
+  char options[128];
+  snprintf(options, sizeof(options), "size=%llu,nr_inodes=%llu,mode=0755",
+           static_cast<unsigned long long>(spec.sandbox.work_dir_bytes),
+           static_cast<unsigned long long>(spec.sandbox.work_dir_inodes));
+  if (mount("tmpfs", "/work", "tmpfs", MS_NOSUID | MS_NODEV, options) != 0) Die("mount /work");
+  if (mount("/work", "/tmp", nullptr, MS_BIND, nullptr) != 0) Die("bind /tmp");
+  char path[4096];
+  for (int i = 0; i < spec.num_files; ++i) {
+    const File& file = spec.files[i];
+    snprintf(path, sizeof(path), "/work/%s", file.path);
+    ParentDirs(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, file.mode);
+    if (fd < 0) Die("create", file.path);
+    WriteAll(fd, file.content, file.size);
+    fchmod(fd, file.mode);
+    close(fd);
+  }
+  if (chdir("/work") != 0) Die("chdir /work");
 }
 
 void SetLimit(int resource, uint64_t soft, uint64_t hard, const char* name) {
@@ -467,7 +314,11 @@ bool RunStep(int index) {
   return !done.timed_out && WIFEXITED(done.wait_status) && WEXITSTATUS(done.wait_status) == 0;
 }
 
-[[noreturn]] void NamespaceInit(int release_fd) {
+void ReceiveRun();
+
+// Pid 1 of the run's PID namespace. `warm`: the run is not known yet; the root is built first
+// and the run's descriptors and records are awaited on kSpecFd (ReceiveRun).
+[[noreturn]] void NamespaceInit(int release_fd, bool warm) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   char byte;
   while (read(release_fd, &byte, 1) < 0 && errno == EINTR) {
@@ -481,6 +332,8 @@ bool RunStep(int index) {
   BuildRoot();
   // Nothing in the namespace may read or write this process's memory (/proc/1/mem, environ).
   prctl(PR_SET_DUMPABLE, 0);
+  if (warm) ReceiveRun();
+  MountWork();
   for (int i = 0; i < spec.num_steps; ++i) {
     if (!RunStep(i) && spec.steps[i].limits.stop_on_failure) break;
   }
@@ -511,15 +364,21 @@ void EnterNamespaces() {
 }
 
 // Warm start (`lockstep-sandbox-init --warm PROCS...`): the init is spawned before its run is
-// known, joins the run's cgroups at once (with cgroup v1 the attach waits for an RCU grace
-// period, ~10 ms, which now passes while the caller still works) and then waits on kSpecFd, a
-// socket, for the run's spec, stdin, stdout and stderr descriptors. It leaves them where a cold
-// start has them (spec at kSpecFd, stdio at 0-2), so everything after is the same. A closed
-// socket (the pool discarded it, or the caller died) ends it.
-void JoinCgroupsAndReceiveRun(int argc, char** argv) {
+// known, with its root's records on kRootSpecFd. It joins the run's cgroups at once (with cgroup
+// v1 the attach waits for an RCU grace period, ~10 ms), enters the namespaces, and its namespace
+// init builds the read-only root: all of it while the caller still works. Then the namespace
+// init waits on kSpecFd, a socket, for the run's spec, stdin, stdout and stderr descriptors
+// (ReceiveRun), and goes on as a cold start's does. A closed socket (the pool discarded it, or
+// the caller died) ends it.
+void JoinCgroups(int argc, char** argv) {
   char pid_text[32];
   snprintf(pid_text, sizeof(pid_text), "%d", static_cast<int>(getpid()));
   for (int i = 2; i < argc; ++i) WriteFileAt(argv[i], pid_text);
+}
+
+// In a warm namespace init: takes the run's descriptors (leaving them where a cold start has
+// them: spec at kSpecFd, stdio at 0-2) and the run's records.
+void ReceiveRun() {
   char byte = 0;
   iovec io = {&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
@@ -549,21 +408,28 @@ void JoinCgroupsAndReceiveRun(int argc, char** argv) {
     Die("warm start: dup2");
   }
   for (int fd : fds) close(fd);
+  ReadSpec(protocol::kSpecFd, SpecPart::kRun);
 }
+
+volatile pid_t namespace_init = 0;  // for the SIGTERM handler of main
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const pid_t launcher = getppid();
-  if (argc >= 2 && strcmp(argv[1], "--warm") == 0) {
+  const bool warm = argc >= 2 && strcmp(argv[1], "--warm") == 0;
+  if (warm) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // the pool's spawning thread lives as long as the pool
     if (getppid() != launcher) _exit(1);
-    JoinCgroupsAndReceiveRun(argc, argv);
+    JoinCgroups(argc, argv);
+    ReadSpec(protocol::kRootSpecFd, SpecPart::kRoot);
+    close(protocol::kRootSpecFd);
+  } else {
+    ReadSpec(protocol::kSpecFd, SpecPart::kAll);
+    char pid_text[32];
+    snprintf(pid_text, sizeof(pid_text), "%d", static_cast<int>(getpid()));
+    for (int i = 0; i < spec.num_cgroups; ++i) WriteFileAt(spec.cgroup_procs[i], pid_text);
   }
-  ReadSpec();
-  char pid_text[32];
-  snprintf(pid_text, sizeof(pid_text), "%d", static_cast<int>(getpid()));
-  for (int i = 0; i < spec.num_cgroups; ++i) WriteFileAt(spec.cgroup_procs[i], pid_text);
   EnterNamespaces();
   // Ends the run if the launcher dies (set after the credential changes, which clear it).
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -575,9 +441,19 @@ int main(int argc, char** argv) {
   if (ns_init < 0) Die("fork namespace init");
   if (ns_init == 0) {
     close(release[1]);
-    NamespaceInit(release[0]);
+    NamespaceInit(release[0], warm);
   }
   close(release[0]);
+  // From here the launcher's end kills the namespace init, which this process then reaps: killed
+  // itself, it would leave that one a zombie of the machine's init (holding the run's cgroups).
+  namespace_init = ns_init;
+  struct sigaction on_parent_death = {};
+  on_parent_death.sa_handler = [](int) { kill(namespace_init, SIGKILL); };
+  sigaction(SIGTERM, &on_parent_death, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != launcher) kill(ns_init, SIGKILL);
+  // A warm init's socket is the namespace init's alone: the launcher sees it close if that dies.
+  if (warm) close(protocol::kSpecFd);
   const int32_t host_pid = ns_init;
   Report(protocol::kNsInitPid, &host_pid, sizeof(host_pid));
   close(release[1]);  // the ns init starts now; it is the only writer of the report from here

@@ -6,10 +6,12 @@
 //
 // Launcher -> init, on fd 3 (a sealed memfd, read whole): one kSandbox record, then the
 // per-sandbox records, then for each step a kStep record followed by its kArgv and kEnv records.
-// Strings inside a payload are NUL-terminated and concatenated.
+// Strings inside a payload are NUL-terminated and concatenated. A warm init gets the root's
+// records (kSandbox, binds, symlinks) on kRootSpecFd at its spawn and the run's (kSandbox again,
+// files, seccomp, steps) with its run.
 //
 // Init -> launcher, on fd 4 (a pipe): kNsInitPid first (the host pid of the namespace's init,
-// which the launcher kills to end the run), then kStepDone per finished step, or one kError.
+// which the launcher kills to end the run; a warm init sends it before its run), then kStepDone per finished step, or one kError.
 //
 // Plain C++ with no library beyond libc: the init binary is linked statically and starts in
 // well under a millisecond.
@@ -22,6 +24,9 @@ namespace lockstep::sandbox::protocol {
 
 constexpr int kSpecFd = 3;
 constexpr int kReportFd = 4;
+// A warm init's root records (kSandbox, binds, symlinks), at its spawn; its kSpecFd is then a
+// socket on which the run's descriptors arrive, the run's spec holding the run's records only.
+constexpr int kRootSpecFd = 5;
 
 enum RecordType : uint32_t {
   // Launcher -> init.

@@ -66,9 +66,15 @@ void AppendStrings(std::string* out, uint32_t type, const std::vector<std::strin
   AppendRecord(out, type, payload.data(), payload.size());
 }
 
-std::string EncodeSpec(const LaunchSpec& spec) {
+std::string EncodeRunRecords(const LaunchSpec& spec, std::string out);
+
+// The records of `spec`: the root's (the sandbox record, binds, symlinks) and/or the run's (the
+// sandbox record again, files, cgroups, seccomp, steps). A cold start gets both in one; a warm
+// init gets the root's at its spawn and the run's with its run.
+std::string EncodeSpec(const LaunchSpec& spec, bool root, bool run) {
   std::string out;
   AppendRecord(&out, protocol::kSandbox, &spec.sandbox, sizeof(spec.sandbox));
+  if (!root) return EncodeRunRecords(spec, std::move(out));
   for (const auto& [source, target] : spec.read_only_binds) {
     AppendStrings(&out, protocol::kReadOnlyBind, {source, target});
   }
@@ -78,6 +84,10 @@ std::string EncodeSpec(const LaunchSpec& spec) {
   for (const auto& [target, path] : spec.symlinks) {
     AppendStrings(&out, protocol::kSymlink, {target, path});
   }
+  return run ? EncodeRunRecords(spec, std::move(out)) : out;
+}
+
+std::string EncodeRunRecords(const LaunchSpec& spec, std::string out) {
   for (const LaunchFile& file : spec.files) {
     protocol::FileRecord header{file.mode, static_cast<uint32_t>(file.path.size() + 1)};
     std::string payload(reinterpret_cast<const char*>(&header), sizeof(header));
@@ -154,16 +164,16 @@ pid_t ParseReport(std::string* buffer, LaunchOutcome* outcome) {
   return ns_init;
 }
 
-// posix_spawn of the init with descriptors 0..4 = `fds` (the rest closed), a clean signal state
+// posix_spawn of the init with descriptors 0..n-1 = `fds` (the rest closed), a clean signal state
 // and no environment.
-absl::StatusOr<pid_t> SpawnInit(const std::string& init_path, const int (&fds)[5],
+absl::StatusOr<pid_t> SpawnInit(const std::string& init_path, const std::vector<int>& fds,
                                 const std::vector<std::string>& arguments) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  for (int target = 0; target < 5; ++target) {
-    posix_spawn_file_actions_adddup2(&actions, fds[target], target);
+  for (size_t target = 0; target < fds.size(); ++target) {
+    posix_spawn_file_actions_adddup2(&actions, fds[target], static_cast<int>(target));
   }
-  posix_spawn_file_actions_addclosefrom_np(&actions, protocol::kReportFd + 1);
+  posix_spawn_file_actions_addclosefrom_np(&actions, static_cast<int>(fds.size()));
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t none, all;
@@ -194,8 +204,10 @@ struct RunDescriptors {
   Fd spec, stdin_memfd, out_read, out_write, err_read, err_write;
 };
 
-absl::Status MakeRunDescriptors(const LaunchSpec& spec, RunDescriptors* run) {
-  absl::StatusOr<int> spec_fd = SealedMemfd("lockstep-sandbox-spec", EncodeSpec(spec));
+// `warm`: the spec holds the run's records only (the warm init built the root already).
+absl::Status MakeRunDescriptors(const LaunchSpec& spec, bool warm, RunDescriptors* run) {
+  absl::StatusOr<int> spec_fd =
+      SealedMemfd("lockstep-sandbox-spec", EncodeSpec(spec, /*root=*/!warm, /*run=*/true));
   if (!spec_fd.ok()) return spec_fd.status();
   run->spec = Fd(*spec_fd);
   absl::StatusOr<int> stdin_fd = SealedMemfd("lockstep-sandbox-stdin", spec.stdin_data);
@@ -304,11 +316,11 @@ LaunchOutcome Collect(pid_t outer, Fd& out_read, Fd& err_read, Fd& report_read,
 absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec) {
   const Clock::time_point start = Clock::now();
   RunDescriptors run;
-  if (absl::Status s = MakeRunDescriptors(spec, &run); !s.ok()) return s;
+  if (absl::Status s = MakeRunDescriptors(spec, /*warm=*/false, &run); !s.ok()) return s;
   int report[2];
   if (absl::Status s = Pipe(report); !s.ok()) return s;
   Fd report_read(report[0]), report_write(report[1]);
-  const int fds[5] = {run.stdin_memfd.get(), run.out_write.get(), run.err_write.get(),
+  const std::vector<int> fds = {run.stdin_memfd.get(), run.out_write.get(), run.err_write.get(),
                       run.spec.get(), report_write.get()};
   absl::StatusOr<pid_t> outer = SpawnInit(init_path, fds, {});
   if (!outer.ok()) return outer.status();
@@ -321,7 +333,8 @@ absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchS
 }
 
 absl::StatusOr<WarmInit> SpawnWarmInit(const std::string& init_path,
-                                       const std::vector<std::string>& cgroup_procs) {
+                                       const std::vector<std::string>& cgroup_procs,
+                                       const LaunchSpec& root) {
   int sockets[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) {
     return absl::InternalError(absl::StrCat("socketpair: ", strerror(errno)));
@@ -332,7 +345,12 @@ absl::StatusOr<WarmInit> SpawnWarmInit(const std::string& init_path,
   Fd report_read(report[0]), report_write(report[1]);
   Fd null(open("/dev/null", O_RDWR | O_CLOEXEC));
   if (null.get() < 0) return absl::InternalError(absl::StrCat("open /dev/null: ", strerror(errno)));
-  const int fds[5] = {null.get(), null.get(), null.get(), theirs.get(), report_write.get()};
+  absl::StatusOr<int> root_fd =
+      SealedMemfd("lockstep-sandbox-root", EncodeSpec(root, /*root=*/true, /*run=*/false));
+  if (!root_fd.ok()) return root_fd.status();
+  Fd root_spec(*root_fd);
+  const std::vector<int> fds = {null.get(),         null.get(),         null.get(),
+                                theirs.get(),       report_write.get(), root_spec.get()};
   std::vector<std::string> arguments = {"--warm"};
   arguments.insert(arguments.end(), cgroup_procs.begin(), cgroup_procs.end());
   absl::StatusOr<pid_t> pid = SpawnInit(init_path, fds, arguments);
@@ -357,7 +375,7 @@ absl::StatusOr<LaunchOutcome> LaunchWarm(WarmInit warm, const LaunchSpec& spec) 
   const Clock::time_point start = Clock::now();
   Fd socket_fd(warm.socket), report_read(warm.report_read);
   RunDescriptors run;
-  absl::Status made = MakeRunDescriptors(spec, &run);
+  absl::Status made = MakeRunDescriptors(spec, /*warm=*/true, &run);
   int fds[4] = {run.spec.get(), run.stdin_memfd.get(), run.out_write.get(), run.err_write.get()};
   char byte = 0;
   iovec io = {&byte, 1};

@@ -65,23 +65,28 @@ struct LaunchOutcome {
 absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec);
 
 // An init spawned before its run is known ("warm"): it joins `cgroup_procs` at once (with
-// cgroup v1 the attach waits ~10 ms for an RCU grace period: time that now passes off the run's
-// critical path) and waits on `socket` for the run's descriptors. The caller owns the
-// descriptors and the process; hand it to LaunchWarm or DiscardWarmInit exactly once. The init
-// dies with the thread that spawned it (PR_SET_PDEATHSIG), so spawn from a long-lived thread.
+// cgroup v1 the attach waits ~10 ms for an RCU grace period), enters fresh namespaces, forks its
+// namespace init and builds the read-only root of `root` (its sandbox record, binds and
+// symlinks; the rest of `root` is ignored), all off the run's critical path, then waits on
+// `socket` for the run's descriptors. It holds nothing of any run until then. The caller owns
+// the descriptors and the process; hand it to LaunchWarm or DiscardWarmInit exactly once. The
+// init dies with the thread that spawned it (PR_SET_PDEATHSIG), so spawn from a long-lived thread.
 struct WarmInit {
   pid_t pid = -1;
-  int socket = -1;       // our end; the init receives spec, stdin, stdout, stderr here
+  int socket = -1;       // our end; the namespace init receives spec, stdin, stdout, stderr here
   int report_read = -1;  // the run's report pipe
 };
 
 absl::StatusOr<WarmInit> SpawnWarmInit(const std::string& init_path,
-                                       const std::vector<std::string>& cgroup_procs);
+                                       const std::vector<std::string>& cgroup_procs,
+                                       const LaunchSpec& root);
 
 // Ends an unused warm init (it exits on the closed socket) and reaps it.
 void DiscardWarmInit(WarmInit* warm);
 
-// As Launch, on a warm init (`spec.cgroup_procs` is ignored: it joined its cgroups already).
+// As Launch, on a warm init spawned with a `root` of the same sandbox record, binds and symlinks
+// as `spec` (only the run's records are sent: `spec.cgroup_procs` is ignored, the init joined
+// its cgroups already).
 // Unavailable when the warm init is gone (it was killed, or failed to join its cgroups); it is
 // reaped then, and the caller launches cold instead.
 absl::StatusOr<LaunchOutcome> LaunchWarm(WarmInit warm, const LaunchSpec& spec);

@@ -73,6 +73,34 @@ std::vector<std::string> SandboxEnvironment() {
           "PYTHONDONTWRITEBYTECODE=1"};
 }
 
+// The records every run of a sandbox shares (its identity, binds, symlinks): what a warm init
+// builds before its run is known.
+LaunchSpec RootSpec(const SandboxOptions& options, uint32_t outside_uid) {
+  LaunchSpec spec;
+  spec.sandbox.outside_uid = outside_uid;
+  spec.sandbox.outside_gid = geteuid() == 0 ? kNobody : getegid();
+  spec.sandbox.mount_proc = 1;
+  for (const std::string& path : options.read_only_paths) {
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      const ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+      if (n > 0) spec.symlinks.emplace_back(std::string(target, static_cast<size_t>(n)), path);
+    } else {
+      spec.read_only_binds.emplace_back(path, path);
+    }
+  }
+  for (const char* device : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
+    spec.device_binds.emplace_back(device, device);
+  }
+  spec.symlinks.emplace_back("/proc/self/fd", "/dev/fd");
+  spec.symlinks.emplace_back("/proc/self/fd/0", "/dev/stdin");
+  spec.symlinks.emplace_back("/proc/self/fd/1", "/dev/stdout");
+  spec.symlinks.emplace_back("/proc/self/fd/2", "/dev/stderr");
+  return spec;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(SandboxOptions options) {
@@ -108,11 +136,12 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(SandboxOptions options)
       "wall clock: every process of the run's PID namespace is killed at wall_ms"};
   RemoveStaleRunCgroups(isolation.cgroup);
   const int warm_inits = options.warm_inits;
+  LaunchSpec root = RootSpec(options, isolation.outside_uid);
   auto sandbox = std::unique_ptr<Sandbox>(
-      new Sandbox(std::move(options), *std::move(filter), std::move(isolation)));
+      new Sandbox(std::move(options), *std::move(filter), std::move(isolation), root));
   if (warm_inits > 0) {
-    sandbox->pool_ = std::make_unique<WarmInitPool>(sandbox->isolation_.init_path,
-                                                    sandbox->isolation_.cgroup, warm_inits);
+    sandbox->pool_ = std::make_unique<WarmInitPool>(
+        sandbox->isolation_.init_path, sandbox->isolation_.cgroup, warm_inits, std::move(root));
   }
 
   // Prove that this kernel lets us build the sandbox at all (user namespaces may be disabled).
@@ -134,32 +163,11 @@ absl::StatusOr<ExecResult> Sandbox::Run(const ExecRequest& request) const {
   const ExecLimits& limits = request.limits;
   const bool compiled = request.language == "cpp";
 
-  LaunchSpec spec;
-  spec.sandbox.outside_uid = isolation_.outside_uid;
-  spec.sandbox.outside_gid = geteuid() == 0 ? kNobody : getegid();
+  LaunchSpec spec = root_spec_;
   const int64_t work_dir_mb =
       compiled ? std::max(limits.work_dir_mb, options_.compile_limits.work_dir_mb) : limits.work_dir_mb;
   spec.sandbox.work_dir_bytes = static_cast<uint64_t>(work_dir_mb * kMiB);
   spec.sandbox.work_dir_inodes = 4096;
-  spec.sandbox.mount_proc = 1;
-  for (const std::string& path : options_.read_only_paths) {
-    struct stat st;
-    if (lstat(path.c_str(), &st) != 0) continue;
-    if (S_ISLNK(st.st_mode)) {
-      char target[PATH_MAX];
-      const ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
-      if (n > 0) spec.symlinks.emplace_back(std::string(target, static_cast<size_t>(n)), path);
-    } else {
-      spec.read_only_binds.emplace_back(path, path);
-    }
-  }
-  for (const char* device : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
-    spec.device_binds.emplace_back(device, device);
-  }
-  spec.symlinks.emplace_back("/proc/self/fd", "/dev/fd");
-  spec.symlinks.emplace_back("/proc/self/fd/0", "/dev/stdin");
-  spec.symlinks.emplace_back("/proc/self/fd/1", "/dev/stdout");
-  spec.symlinks.emplace_back("/proc/self/fd/2", "/dev/stderr");
   spec.seccomp_filter = seccomp_filter_;
   spec.stdin_data = request.stdin_data;
   spec.max_output_bytes = limits.max_output_bytes;

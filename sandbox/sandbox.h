@@ -83,14 +83,17 @@ class Sandbox final : public Executor {
   const SandboxOptions& options() const { return options_; }
 
  private:
-  Sandbox(SandboxOptions options, std::string seccomp_filter, IsolationReport isolation)
+  Sandbox(SandboxOptions options, std::string seccomp_filter, IsolationReport isolation,
+          LaunchSpec root_spec)
       : options_(std::move(options)),
         seccomp_filter_(std::move(seccomp_filter)),
-        isolation_(std::move(isolation)) {}
+        isolation_(std::move(isolation)),
+        root_spec_(std::move(root_spec)) {}
 
   SandboxOptions options_;
   std::string seccomp_filter_;
   IsolationReport isolation_;
+  LaunchSpec root_spec_;  // identity, binds and symlinks of every run (a warm init builds them)
   // Last: destroyed first, ending the idle inits while the rest is alive. Null with warm_inits 0.
   std::unique_ptr<WarmInitPool> pool_;
 };

@@ -5,23 +5,22 @@
 
 namespace lockstep::sandbox {
 
-WarmInitPool::WarmInitPool(std::string init_path, CgroupSupport cgroup, int num_idle)
+WarmInitPool::WarmInitPool(std::string init_path, CgroupSupport cgroup, int num_idle,
+                           LaunchSpec root)
     : init_path_(std::move(init_path)),
       cgroup_(std::move(cgroup)),
+      root_(std::move(root)),
       num_idle_(static_cast<size_t>(num_idle < 1 ? 1 : num_idle)) {
   spawner_ = std::thread([this] { SpawnerLoop(); });
 }
 
 WarmInitPool::~WarmInitPool() {
-  std::deque<PooledInit> idle;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
-  spawner_.join();
-  idle = std::move(idle_);
-  for (PooledInit& pooled : idle) DiscardWarmInit(&pooled.init);  // before its cgroup goes
+  spawner_.join();  // it ends the idle inits first
 }
 
 std::optional<PooledInit> WarmInitPool::Take() {
@@ -41,7 +40,15 @@ void WarmInitPool::SpawnerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     wake_.wait(lock, [this] { return stopping_ || idle_.size() < num_idle_; });
-    if (stopping_) return;
+    if (stopping_) {
+      // Ended from this thread, their PR_SET_PDEATHSIG parent, while it lives: each init reaps
+      // its namespace init before it exits (killed by the thread's end instead, it would leave
+      // that one to the machine's init, holding its cgroups).
+      std::deque<PooledInit> idle = std::move(idle_);
+      lock.unlock();
+      for (PooledInit& pooled : idle) DiscardWarmInit(&pooled.init);  // before its cgroup goes
+      return;
+    }
     lock.unlock();
     PooledInit pooled;
     bool ok = true;
@@ -55,7 +62,7 @@ void WarmInitPool::SpawnerLoop() {
       }
     }
     if (ok) {
-      absl::StatusOr<WarmInit> warm = SpawnWarmInit(init_path_, procs);
+      absl::StatusOr<WarmInit> warm = SpawnWarmInit(init_path_, procs, root_);
       ok = warm.ok();
       if (ok) pooled.init = *warm;
     }

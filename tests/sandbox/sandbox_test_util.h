@@ -62,8 +62,28 @@ inline bool HostPathExists(const std::string& path) {
   return lstat(path.c_str(), &st) == 0;
 }
 
+// Whether host pid `pid` is a warm init's namespace init (waiting for its run, or ending): pid 1
+// of its own PID namespace (NSpid ends in 1) whose parent is a warm init. No process of a
+// finished run can be that: a run's PID namespace ends with its pid 1, and Run returns only once
+// the init above it has reaped that one and exited.
+inline bool IsWarmNamespaceInit(const std::string& pid) {
+  std::istringstream status(ReadHostFile("/proc/" + pid + "/status"));
+  std::string parent;
+  bool pid_one = false;
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("PPid:", 0) == 0) parent = line.substr(line.find_first_not_of(" \t", 5));
+    if (line.rfind("NSpid:", 0) == 0) {
+      pid_one = line.size() > 8 && line.compare(line.size() - 2, 2, "\t1") == 0;
+    }
+  }
+  if (!pid_one || parent.empty()) return false;
+  const std::string cmdline = ReadHostFile("/proc/" + parent + "/cmdline");
+  return cmdline.rfind(std::string("lockstep-sandbox-init\0--warm", 28), 0) == 0;
+}
+
 // Host pids of processes that run as `uid` in a PID namespace other than ours: processes of a
-// sandbox run (no other process of this machine lives there as the sandbox's uid).
+// sandbox run (no other process of this machine lives there as the sandbox's uid), warm
+// namespace inits (waiting for a run, or ending) aside.
 inline std::vector<int> ForeignNamespaceProcesses(uint32_t uid) {
   char own[64] = {};
   readlink("/proc/self/ns/pid", own, sizeof(own) - 1);
@@ -78,7 +98,7 @@ inline std::vector<int> ForeignNamespaceProcesses(uint32_t uid) {
     if (stat(base.c_str(), &st) != 0 || st.st_uid != uid) continue;
     char ns[64] = {};
     if (readlink((base + "/ns/pid").c_str(), ns, sizeof(ns) - 1) <= 0) continue;
-    if (std::string(ns) != own) pids.push_back(pid);
+    if (std::string(ns) != own && !IsWarmNamespaceInit(entry->d_name)) pids.push_back(pid);
   }
   closedir(proc);
   return pids;
