@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "orchestrator/generator_client.h"
+#include "orchestrator/step_record.h"
 
 namespace lockstep::orchestrator {
 
@@ -62,6 +63,9 @@ class GeneratorRecovery {
 
   // Restarts so far, per service name.
   virtual std::map<std::string, int64_t> restarts() const = 0;
+
+  // The restarts (of any service) done since the last call, oldest first, each once.
+  virtual std::vector<RestartRecord> TakeRestartRecords() { return {}; }
 };
 
 // The error RestartGenerators returns once a restart budget is spent: the job checkpoints and

@@ -56,7 +56,9 @@ class Job {
   absl::Status RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_this_run);
   bool HasEval();
   absl::StatusOr<EvalResult> RunEval(const char* when);
-  absl::Status Checkpoint(const std::string& cursor);
+  // `background`: the trainer writes it while the job goes on (the loop's periodic ones); the
+  // last one of a run waits for its write, and so for every earlier one.
+  absl::Status Checkpoint(const std::string& cursor, bool background = false);
   // A line on the console when `level` is at least [logging] level.
   void Log(LogLevel level, const std::string& line) {
     if (level >= log_level_) progress_.Message(absl::StrCat("lockstep run: ", line));
@@ -105,9 +107,20 @@ absl::StatusOr<JobSummary> Job::Run() {
     }
     Log(absl::StrCat("the trainer died at RL step ", summary.rl_steps, ": ", s.message()));
     if (absl::Status restarted = services_.RestartTrainer(); !restarted.ok()) return restarted;
-    job_totals_ = RlTotals();  // Resume folds the kept records again
-    loop_start = Resume();
+    const RlTotals before_rollback = std::exchange(job_totals_, RlTotals());
+    loop_start = Resume();  // folds the kept records again
     if (!loop_start.ok()) return loop_start.status();
+    if (!summary.trainer_rollbacks.has_value()) summary.trainer_rollbacks.emplace();
+    RollbackCounts& rollbacks = *summary.trainer_rollbacks;
+    ++rollbacks.rollbacks;
+    rollbacks.steps_discarded += before_rollback.steps - job_totals_.steps;
+    rollbacks.rollouts_discarded += before_rollback.samples_trained - job_totals_.samples_trained;
+    rollbacks.prompts_in_flight_discarded += prompt_ledger_.in_flight;
+    Log(absl::StrCat("rolled back to RL step ", loop_start->steps_done, ": ",
+                     before_rollback.steps - job_totals_.steps, " steps and ",
+                     before_rollback.samples_trained - job_totals_.samples_trained,
+                     " trained rollouts discarded, ", prompt_ledger_.in_flight,
+                     " prompts in flight issued again"));
   }
   absl::StatusOr<EvalResult> after = RunEval("after");
   if (!after.ok()) return after.status();
@@ -375,7 +388,8 @@ absl::Status Job::RunLoop(LoopStart start, int64_t* steps_done, int64_t* steps_t
         if (metrics_status.ok()) metrics_status = (*metrics)->Append(record);
         progress_.Update(record);
       },
-      [&](int64_t, const std::string& cursor) { return Checkpoint(cursor); }, StopRequested);
+      [&](int64_t, const std::string& cursor) { return Checkpoint(cursor, /*background=*/true); },
+      StopRequested);
   progress_.Finish();
   *steps_done = loop.steps_done();
   *steps_this_run = loop.totals().steps;
@@ -409,10 +423,15 @@ absl::StatusOr<EvalResult> Job::RunEval(const char* when) {
   return result;
 }
 
-absl::Status Job::Checkpoint(const std::string& cursor) {
-  absl::StatusOr<v1::SaveCheckpointResponse> saved = services_.trainer().SaveCheckpoint(cursor);
+absl::Status Job::Checkpoint(const std::string& cursor, bool background) {
+  absl::StatusOr<v1::SaveCheckpointResponse> saved =
+      services_.trainer().SaveCheckpoint(cursor, background);
   if (!saved.ok()) return saved.status();
-  Log(absl::StrCat("checkpoint: ", saved->path()));
+  Log(background ? absl::StrCat("checkpoint: ", saved->path(), " (trainer blocked ",
+                                absl::SixDigits(saved->blocking_ms()),
+                                " ms, written in the background)")
+                 : absl::StrCat("checkpoint: ", saved->path(), " (written in ",
+                                absl::SixDigits(saved->write_ms()), " ms)"));
   return absl::OkStatus();
 }
 

@@ -160,11 +160,16 @@ absl::Status JobServices::RestartTrainer() {
         "max_restarts = ", max_restarts, "); --resume continues from the last checkpoint"));
   }
   ++count;
-  // Its checkpoints, when it wrote one (else it starts over, as the job then does).
+  // Its checkpoints, when it finished one (else it starts over, as the job then does). A write
+  // it died in leaves only a step_N.tmp directory, which does not count.
   std::error_code error;
   const std::string& checkpoints = launch_.checkpoints_dir;
-  const bool has_checkpoint =
-      std::filesystem::exists(checkpoints, error) && !std::filesystem::is_empty(checkpoints, error);
+  bool has_checkpoint = false;
+  for (const auto& entry : std::filesystem::directory_iterator(checkpoints, error)) {
+    const std::string name = entry.path().filename().string();
+    has_checkpoint |= entry.is_directory() && name.rfind("step_", 0) == 0 &&
+                      name.find('.') == std::string::npos;
+  }
   log_(absl::StrCat("restarting the trainer (restart ", count, " of ", max_restarts, ") from ",
                     has_checkpoint ? "its last checkpoint" : "the start", ": it ", exit->how));
   absl::StatusOr<pid_t> pid =
@@ -174,6 +179,8 @@ absl::Status JobServices::RestartTrainer() {
   if (!address.ok()) return address.status();
   trainer_ = std::make_unique<TrainerClient>(*address, auth_token_);
   if (absl::Status s = FormWeightSyncGroup(log_); !s.ok()) return s;
+  restart_records_.push_back(
+      {"trainer", exit->how, absl::ToDoubleSeconds(absl::Now() - exit->time)});
   log_(absl::StrCat("the trainer is back at ", *address, ", ",
                     absl::FormatDuration(absl::Trunc(absl::Now() - exit->time,
                                                      absl::Milliseconds(1))),
@@ -212,6 +219,8 @@ void JobServices::RestartSideService(const ChildExit& exit) {
     log_(absl::StrCat("cannot restart ", exit.name, ": ", address.status().message()));
     return;
   }
+  restart_records_.push_back(
+      {exit.name, exit.how, absl::ToDoubleSeconds(absl::Now() - exit.time)});
   log_(absl::StrCat(exit.name, " is back at ", *address, ", ",
                     absl::FormatDuration(absl::Trunc(absl::Now() - exit.time,
                                                      absl::Milliseconds(1))),
@@ -284,6 +293,8 @@ absl::Status JobServices::RestartGenerators(const std::vector<GeneratorDeath>& d
   if (absl::Status s = FormWeightSyncGroup(log_); !s.ok()) return s;
   if (absl::Status s = Sync(weight_version); !s.ok()) return s;
   for (const GeneratorDeath& death : dead) {
+    restart_records_.push_back(
+        {death.name, death.how, absl::ToDoubleSeconds(absl::Now() - death.time)});
     log_(absl::StrCat(death.name, " is back at ", generators_[death.generator]->address(),
                       " with weights version ", weight_version, ", ",
                       absl::FormatDuration(absl::Trunc(absl::Now() - death.time,

@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -87,6 +88,9 @@ class JobServices final : public GeneratorRecovery {
                                  int64_t weight_version) override;
   std::vector<GeneratorClient*> generators() const override { return generators_; }
   std::map<std::string, int64_t> restarts() const override { return restarts_; }
+  std::vector<RestartRecord> TakeRestartRecords() override {
+    return std::exchange(restart_records_, {});
+  }
 
   TrainerClient& trainer() const { return *trainer_; }
   JobRewards& rewards() { return rewards_; }
@@ -113,6 +117,7 @@ class JobServices final : public GeneratorRecovery {
   std::vector<GeneratorClient*> generators_;  // the current one of each generator
   std::vector<int64_t> incarnations_;
   std::map<std::string, int64_t> restarts_;
+  std::vector<RestartRecord> restart_records_;  // not yet taken
   JobRewards rewards_;  // reward servers, the environment, the weighted reward pipeline
 };
 

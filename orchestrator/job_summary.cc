@@ -76,6 +76,20 @@ void PrintSummaryTable(const JobSummary& summary, const std::string& run_dir, FI
                static_cast<long long>(summary.parity_tokens_compared));
   std::fprintf(out, "  %-28s %lld\n", "parity tokens mismatched",
                static_cast<long long>(summary.parity_tokens_mismatched));
+  if (summary.restarts_total > 0) {
+    std::string services;
+    for (const auto& [name, count] : summary.restarts) {
+      services += absl::StrCat(services.empty() ? "" : ", ", name, " ", count);
+    }
+    std::fprintf(out, "  %-28s %lld (%s)\n", "service restarts",
+                 static_cast<long long>(summary.restarts_total), services.c_str());
+  }
+  if (summary.trainer_rollbacks.has_value()) {
+    const RollbackCounts& r = *summary.trainer_rollbacks;
+    std::fprintf(out, "  %-28s %lld (%lld steps, %lld rollouts discarded)\n", "trainer rollbacks",
+                 static_cast<long long>(r.rollbacks), static_cast<long long>(r.steps_discarded),
+                 static_cast<long long>(r.rollouts_discarded));
+  }
   std::fprintf(out, "  %-28s %.1f s\n", "wall time", summary.wall_s);
 }
 

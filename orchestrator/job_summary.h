@@ -37,6 +37,19 @@ struct EvalResult {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EvalResult, accuracy, num_prompts, num_correct,
                                                 num_failed, reward_mean, seconds)
 
+// Trainer rollbacks of a run (a dead trainer restarted from its last checkpoint): the RL steps
+// done after that checkpoint are done again, so the rollouts they trained on were discarded
+// (the steps that run again generate their own), and so were the prompts in flight at the
+// death (issued again from the checkpoint's data cursor).
+struct RollbackCounts {
+  int64_t rollbacks = 0;
+  int64_t steps_discarded = 0;
+  int64_t rollouts_discarded = 0;         // trained on in a discarded step
+  int64_t prompts_in_flight_discarded = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RollbackCounts, rollbacks, steps_discarded,
+                                                rollouts_discarded, prompts_in_flight_discarded)
+
 struct JobSummary {
   std::string name;
   int64_t runs = 1;      // runs of `lockstep run` this job took (1 + resumes)
@@ -70,6 +83,7 @@ struct JobSummary {
   std::map<std::string, int64_t> restarts;
   int64_t restarts_total = 0;
   std::optional<PromptLedger> prompts;
+  std::optional<RollbackCounts> trainer_rollbacks;  // only when the trainer was restarted
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed, accuracy_before,
                                                 accuracy_after, held_out_eval, eval_before,
@@ -80,7 +94,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed,
                                                 reward_items_scored, reward_items_failed,
                                                 model_tokens_trained, environment_tokens_trained,
                                                 episodes, staleness, max_staleness, rewards, wall_s,
-                                                restarts, restarts_total, prompts)
+                                                restarts, restarts_total, prompts,
+                                                trainer_rollbacks)
 
 // The job totals of `totals` (folded over every step of the job) copied into `summary`.
 void SetTotals(const RlTotals& totals, JobSummary& summary);

@@ -196,7 +196,13 @@ absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
   record.sync_bytes = sync->bytes;
   record.swap_pause_ms = sync->max_swap_pause_ms;
   record.sync_trainer_s = sync->trainer_seconds;
+  if (metrics.has_checkpoint_blocking_ms()) {
+    record.checkpoint_blocking_ms = metrics.checkpoint_blocking_ms();
+  }
+  if (metrics.has_checkpoint_write_ms()) record.checkpoint_write_ms = metrics.checkpoint_write_ms();
   if (services_.recovery != nullptr) {
+    std::vector<RestartRecord> restarts = services_.recovery->TakeRestartRecords();
+    if (!restarts.empty()) record.restarts = std::move(restarts);
     record.prompts_resubmitted = std::exchange(step_resubmitted_, 0);
     record.generator_restarts = std::exchange(step_restarts_, 0);
   }

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "orchestrator/json_optional.h"
@@ -63,6 +65,16 @@ struct AgeCounts {
 void to_json(nlohmann::json& json, const AgeCounts& ages);
 void from_json(const nlohmann::json& json, AgeCounts& ages);
 
+// A service restarted while a step ran (a trainer restarted between steps: in the first step
+// after the rollback): its child name, how it died, and the seconds from its death until it
+// served again (a generator: until it held the current weights).
+struct RestartRecord {
+  std::string service;  // "generator1", "trainer", "reward_<name>"
+  std::string cause;    // "was killed by signal 9 (Killed)"
+  double recovery_s = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RestartRecord, service, cause, recovery_s)
+
 struct StepRecord {
   int64_t step = 0;  // RL steps done after this one (1-based)
   std::optional<int64_t> weight_version;
@@ -108,6 +120,11 @@ struct StepRecord {
   std::optional<int64_t> prompts_failed;
   std::optional<int64_t> prompts_resubmitted;
   std::optional<int64_t> generator_restarts;  // this step
+  std::optional<std::vector<RestartRecord>> restarts;  // every service restarted, with its cause
+  // Background checkpoints seen by this step's train call: how long the checkpoint taken
+  // before it held the trainer, and the duration of a write that finished before it.
+  std::optional<double> checkpoint_blocking_ms;
+  std::optional<double> checkpoint_write_ms;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     StepRecord, step, weight_version, reward_mean, accuracy, loss, grad_norm, lr, entropy,
@@ -116,7 +133,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     rollout_environment_tokens, gen_tokens, env_tokens, gen_tokens_per_s, train_tokens,
     train_tokens_per_s, parity, time, staleness, episodes, idle_fraction_trainer,
     idle_fraction_generator, sync_bytes, swap_pause_ms, sync_trainer_s, prompts_trained,
-    prompts_dropped_by_policy, prompts_failed, prompts_resubmitted, generator_restarts)
+    prompts_dropped_by_policy, prompts_failed, prompts_resubmitted, generator_restarts, restarts,
+    checkpoint_blocking_ms, checkpoint_write_ms)
 
 // Figures accumulated over step records.
 struct RlTotals {

@@ -45,11 +45,12 @@ absl::StatusOr<v1::TrainStepResponse> TrainerClient::SftStep(const v1::SftStepRe
 }
 
 absl::StatusOr<v1::SaveCheckpointResponse> TrainerClient::SaveCheckpoint(
-    const std::string& data_cursor, absl::Duration timeout) {
+    const std::string& data_cursor, bool background, absl::Duration timeout) {
   grpc::ClientContext context;
   Prepare(&context, timeout);
   v1::SaveCheckpointRequest request;
   request.set_data_cursor(data_cursor);
+  request.set_background(background);
   v1::SaveCheckpointResponse response;
   absl::Status status =
       Check(stub_->SaveCheckpoint(&context, request, &response), "SaveCheckpoint");

@@ -25,8 +25,10 @@ class TrainerClient {
                                                   absl::Duration timeout = absl::Minutes(10));
   absl::StatusOr<v1::TrainStepResponse> SftStep(const v1::SftStepRequest& request,
                                                 absl::Duration timeout = absl::Minutes(10));
+  // `background`: answered once the trainer has copied its state (SaveCheckpointRequest).
   absl::StatusOr<v1::SaveCheckpointResponse> SaveCheckpoint(
-      const std::string& data_cursor, absl::Duration timeout = absl::Minutes(5));
+      const std::string& data_cursor, bool background = false,
+      absl::Duration timeout = absl::Minutes(5));
   absl::StatusOr<v1::TrainerStatusResponse> GetStatus(absl::Duration timeout = absl::Seconds(30));
   absl::StatusOr<v1::JoinWeightSyncResponse> JoinWeightSync(
       const v1::JoinWeightSyncRequest& request, absl::Duration timeout);

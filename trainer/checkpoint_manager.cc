@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "model/checkpoint.h"
@@ -77,6 +80,15 @@ absl::StatusOr<std::string> ReadFile(const fs::path& path) {
   return out.str();
 }
 
+// Test only (tests/faults): LOCKSTEP_TEST_CHECKPOINT_STALL_STEP=N makes the write of step N's
+// checkpoint stop for up to 10 minutes after its files are in the .tmp directory and before its
+// manifest and rename, so that a test can kill -9 the process mid-write deterministically.
+void StallForTest(int64_t step) {
+  const char* stall_step = std::getenv("LOCKSTEP_TEST_CHECKPOINT_STALL_STEP");
+  if (stall_step == nullptr || std::strtoll(stall_step, nullptr, 10) != step) return;
+  std::this_thread::sleep_for(std::chrono::minutes(10));
+}
+
 bool IsStepDirName(const std::string& name) {
   if (name.size() < 6 || name.rfind("step_", 0) != 0) return false;
   return std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -121,6 +133,14 @@ std::string CheckpointManager::StepDirName(int64_t step) {
 
 absl::StatusOr<fs::path> CheckpointManager::Save(int64_t step, const Transformer& model,
                                                  const CheckpointPayload& payload) const {
+  TensorMap weights;
+  for (const auto& [name, tensor] : StateDict(model)) weights[name] = tensor.detach();
+  return Save(step, model.config(), weights, payload);
+}
+
+absl::StatusOr<fs::path> CheckpointManager::Save(int64_t step, const ModelConfig& model_config,
+                                                 const TensorMap& weights,
+                                                 const CheckpointPayload& payload) const {
   std::error_code error;
   fs::create_directories(root_, error);
   if (error) {
@@ -134,11 +154,9 @@ absl::StatusOr<fs::path> CheckpointManager::Save(int64_t step, const Transformer
     return absl::InternalError(absl::StrCat(tmp.string(), ": cannot create: ", error.message()));
   }
   // Model in Hugging Face layout, fp32 (the master weights, so that a resume is exact).
-  ModelConfig config = model.config();
+  ModelConfig config = model_config;
   config.torch_dtype = StorageDtype::kFloat32;
   absl::Status s = WriteFileDurably(tmp / "config.json", ConfigToJson(config));
-  TensorMap weights;
-  for (const auto& [name, tensor] : StateDict(model)) weights[name] = tensor.detach();
   const std::map<std::string, std::string> pt = {{"format", "pt"}};
   if (s.ok()) s = WriteSafetensorsFile(tmp / kSafetensorsFileName, weights, pt);
   if (s.ok() && !tokenizer_dir_.empty()) {
@@ -155,6 +173,7 @@ absl::StatusOr<fs::path> CheckpointManager::Save(int64_t step, const Transformer
     s = WriteSafetensorsFile(tmp / kExtraTensorsFileName, payload.extra, pt);
   }
   if (s.ok()) s = WriteFileDurably(tmp / kTrainerStateFileName, payload.trainer_state);
+  if (s.ok()) StallForTest(step);
   // Manifest: size and SHA-256 of every file, in name order.
   if (s.ok()) {
     std::vector<fs::path> files;

@@ -13,7 +13,7 @@
 // SHA-256) and names the file that fails. Only the newest `keep_last` step directories are kept.
 //
 // Thread safety: a CheckpointManager has no mutable state; concurrent Saves to one root are not
-// supported (only rank 0 writes).
+// supported (only rank 0 writes, through one CheckpointWriter, which writes one at a time).
 #ifndef LOCKSTEP_TRAINER_CHECKPOINT_MANAGER_H_
 #define LOCKSTEP_TRAINER_CHECKPOINT_MANAGER_H_
 
@@ -66,6 +66,14 @@ class CheckpointManager {
   // An existing directory for the same step is replaced. Errors name the file being written.
   absl::StatusOr<std::filesystem::path> Save(int64_t step, const Transformer& model,
                                              const CheckpointPayload& payload) const;
+  // The same from the model's config and its weights (Hugging Face names, fp32), e.g. a
+  // snapshot of them (checkpoint_writer.h).
+  absl::StatusOr<std::filesystem::path> Save(int64_t step, const ModelConfig& model_config,
+                                             const TensorMap& weights,
+                                             const CheckpointPayload& payload) const;
+
+  // The step directory Save(step, ...) writes.
+  std::filesystem::path StepDir(int64_t step) const { return root_ / StepDirName(step); }
 
   // Step directories under the root, oldest first (ignoring *.tmp and other entries).
   std::vector<std::filesystem::path> ListSteps() const;

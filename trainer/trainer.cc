@@ -16,6 +16,7 @@
 #include "model/parity.h"
 #include "trainer/caching_cpu_allocator.h"
 #include "trainer/checkpoint_manager.h"
+#include "trainer/checkpoint_writer.h"
 #include "trainer/losses.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/micro_batches.h"
@@ -461,6 +462,12 @@ absl::Status Trainer::ApplyGradients(StepMetrics& metrics, bool sft) {
   ++weight_version_;
   metrics.step = step_;
   metrics.weight_version = weight_version_;
+  metrics.checkpoint_blocking_ms = std::exchange(unreported_blocking_ms_, std::nullopt);
+  if (checkpoint_writer_ != nullptr) {
+    if (std::optional<CheckpointWritten> written = checkpoint_writer_->TakeFinished()) {
+      metrics.checkpoint_write_ms = written->write_ms;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -505,10 +512,12 @@ TensorMap Trainer::Parameters() const { return StateDict(*model_); }
 
 TensorMap Trainer::OptimizerState() const { return optimizer_->StateDict(); }
 
-absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string& data_cursor) {
+absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string& data_cursor,
+                                                    bool background) {
   if (options_.checkpoint_dir.empty()) {
     return absl::FailedPreconditionError("SaveCheckpoint: trainer options have no checkpoint_dir");
   }
+  const auto start = std::chrono::steady_clock::now();
   nlohmann::json state;
   state["step"] = step_;
   state["weight_version"] = weight_version_;
@@ -523,11 +532,30 @@ absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string& data_curs
       payload.extra[kReferencePrefix + name] = tensor;
     }
   }
-  CheckpointManager manager(options_.checkpoint_dir, options_.keep_last, options_.tokenizer_dir);
-  absl::StatusOr<std::filesystem::path> dir = manager.Save(step_, *model_, payload);
-  if (!dir.ok()) return dir.status();
+  if (checkpoint_writer_ == nullptr) {
+    checkpoint_writer_ = std::make_unique<CheckpointWriter>(
+        CheckpointManager(options_.checkpoint_dir, options_.keep_last, options_.tokenizer_dir));
+  }
+  absl::StatusOr<CheckpointSubmitted> submitted =
+      checkpoint_writer_->Save(step_, model_->config(), Parameters(), payload);
+  if (!submitted.ok()) return submitted.status();
+  // The whole call so far: the state's JSON and views, the wait for an earlier write, the copy.
+  const double blocking_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  last_checkpoint_times_ = CheckpointTimes{blocking_ms, submitted->copy_ms};
+  unreported_blocking_ms_ = blocking_ms;
+  if (!background) {
+    if (absl::Status s = checkpoint_writer_->Wait(); !s.ok()) return s;
+    if (std::optional<CheckpointWritten> written = checkpoint_writer_->TakeFinished()) {
+      last_checkpoint_times_.write_ms = written->write_ms;
+    }
+  }
   data_cursor_ = data_cursor;
-  return dir->string();
+  return submitted->dir.string();
+}
+
+absl::Status Trainer::WaitForCheckpoint() {
+  return checkpoint_writer_ == nullptr ? absl::OkStatus() : checkpoint_writer_->Wait();
 }
 
 absl::Status Trainer::LoadCheckpoint(const std::string& path) {

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@
 namespace lockstep::trainer {
 
 class AdamW;
-class CheckpointManager;
+class CheckpointWriter;
 
 // A scored rollout; mirrors proto lockstep.v1.Rollout.
 struct Rollout {
@@ -85,6 +86,17 @@ struct StepMetrics {
   ParityStats parity;
   double seconds = 0;
   int64_t micro_batches = 0;
+  // Background checkpoints (checkpoint_writer.h) since the previous step: how long the last
+  // SaveCheckpoint held the trainer, and a write that finished (its whole duration).
+  std::optional<double> checkpoint_blocking_ms;
+  std::optional<double> checkpoint_write_ms;
+};
+
+// The figures of the last SaveCheckpoint.
+struct CheckpointTimes {
+  double blocking_ms = 0;             // the call's wait for an earlier write + the state's copy
+  double copy_ms = 0;                 // the copy alone
+  std::optional<double> write_ms;     // set when the call waited for its write
 };
 
 // Data-parallel hook: implemented over c10d by trainer/data_parallel; null means a single rank.
@@ -135,8 +147,16 @@ class Trainer {
 
   // Writes a checkpoint for the current step under options.checkpoint_dir (see
   // checkpoint_manager.h) and returns the step directory. `data_cursor` is opaque to the
-  // trainer and comes back through data_cursor() after LoadCheckpoint.
-  absl::StatusOr<std::string> SaveCheckpoint(const std::string& data_cursor);
+  // trainer and comes back through data_cursor() after LoadCheckpoint. The state is copied
+  // into memory and written by a background thread (checkpoint_writer.h); unless `background`,
+  // the call returns once the directory is complete. A call while a write is in flight waits
+  // for it first. Errors: FailedPrecondition without checkpoint_dir; the error of this write
+  // (not background) or of an earlier background write that failed.
+  absl::StatusOr<std::string> SaveCheckpoint(const std::string& data_cursor,
+                                             bool background = false);
+  // Waits for a background checkpoint write in flight; its error, if it failed.
+  absl::Status WaitForCheckpoint();
+  const CheckpointTimes& last_checkpoint_times() const { return last_checkpoint_times_; }
 
   // Restores weights, optimizer state, step, weight version, RNG state and data cursor from a
   // step directory, or from a checkpoint root (its latest valid step). Verifies the manifest
@@ -166,7 +186,8 @@ class Trainer {
   absl::Status ValidateSequence(const char* what, size_t index, const std::vector<int64_t>& prompt,
                                 const std::vector<int64_t>& completion) const;
   // Applies the summed gradients: all-reduce, clip, AdamW; advances step and version. `sft`:
-  // the step runs at options.sft_lr when that is set.
+  // the step runs at options.sft_lr when that is set. Reports checkpoint figures since the
+  // previous step.
   absl::Status ApplyGradients(StepMetrics& metrics, bool sft = false);
 
   std::shared_ptr<Transformer> model_;
@@ -179,6 +200,9 @@ class Trainer {
   int64_t weight_version_ = 0;
   std::string data_cursor_;
   std::string resumed_from_;
+  std::unique_ptr<CheckpointWriter> checkpoint_writer_;  // created by the first SaveCheckpoint
+  CheckpointTimes last_checkpoint_times_;
+  std::optional<double> unreported_blocking_ms_;  // the next step's checkpoint_blocking_ms
 };
 
 }  // namespace lockstep::trainer

@@ -87,6 +87,10 @@ void ToProto(const StepMetrics& metrics, v1::StepMetrics* proto) {
   ToProto(metrics.parity, proto->mutable_parity());
   proto->set_seconds(metrics.seconds);
   proto->set_micro_batches(metrics.micro_batches);
+  if (metrics.checkpoint_blocking_ms) {
+    proto->set_checkpoint_blocking_ms(*metrics.checkpoint_blocking_ms);
+  }
+  if (metrics.checkpoint_write_ms) proto->set_checkpoint_write_ms(*metrics.checkpoint_write_ms);
 }
 
 void ToProto(const std::vector<std::vector<float>>& logprobs, v1::ComputeLogprobsResponse* proto) {

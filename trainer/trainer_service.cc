@@ -128,10 +128,14 @@ grpc::ServerUnaryReactor* TrainerService::SaveCheckpoint(grpc::CallbackServerCon
                                                          const v1::SaveCheckpointRequest* request,
                                                          v1::SaveCheckpointResponse* response) {
   return Enqueue(context, [this, request, response]() -> absl::Status {
-    absl::StatusOr<std::string> path = trainer_->SaveCheckpoint(request->data_cursor());
+    absl::StatusOr<std::string> path =
+        trainer_->SaveCheckpoint(request->data_cursor(), request->background());
     if (!path.ok()) return path.status();
     response->set_path(*path);
     response->set_step(trainer_->step());
+    const CheckpointTimes& times = trainer_->last_checkpoint_times();
+    response->set_blocking_ms(times.blocking_ms);
+    response->set_write_ms(times.write_ms.value_or(0));
     return absl::OkStatus();
   });
 }

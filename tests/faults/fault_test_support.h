@@ -27,6 +27,16 @@ inline pid_t ProcessWritingTo(const fs::path& log) {
   return -1;
 }
 
+// True iff process `pid` has exited: no such process, or a zombie not yet reaped.
+inline bool IsGone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return true;
+  const size_t end_of_name = text.rfind(')');
+  return end_of_name != std::string::npos && end_of_name + 2 < text.size() &&
+         text[end_of_name + 2] == 'Z';
+}
+
 inline int64_t LineCount(const fs::path& path) {
   std::ifstream in(path);
   int64_t lines = 0;

@@ -1,0 +1,128 @@
+// Background checkpoints (trainer/checkpoint_writer.h): a background save holds the state as it
+// was when the call returned, whatever the trainer does next; saves in a row are written one
+// after the other; the next step reports the blocking and write times; a failed write surfaces.
+#include "trainer/checkpoint_writer.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "tests/trainer/trainer_test_util.h"
+#include "trainer/trainer.h"
+
+namespace lockstep::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::BitEqual;
+using testing::CloneMap;
+using testing::RandomRollouts;
+using testing::TinyModel;
+
+class CheckpointWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("lockstep_ckpt_writer_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::unique_ptr<Trainer> MakeTrainer() {
+    TrainerOptions options;
+    options.lr = 1e-3;
+    options.checkpoint_dir = root_.string();
+    options.keep_last = 0;
+    absl::StatusOr<std::unique_ptr<Trainer>> t =
+        Trainer::Create(TinyModel(23, NumericMode::kFast), options);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return std::move(*t);
+  }
+
+  fs::path root_;
+};
+
+TEST_F(CheckpointWriterTest, ABackgroundSaveHoldsTheStateOfItsCallNotOfLaterSteps) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer->TrainStep(RandomRollouts(1, 3, 0)).ok());
+  const TensorMap weights_at_save = CloneMap(trainer->Parameters());
+  const TensorMap optimizer_at_save = CloneMap(trainer->OptimizerState());
+  absl::StatusOr<std::string> dir = trainer->SaveCheckpoint("c1", /*background=*/true);
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  // Two more steps change the weights in place while the write may still run.
+  ASSERT_TRUE(trainer->TrainStep(RandomRollouts(2, 3, 1)).ok());
+  ASSERT_TRUE(trainer->TrainStep(RandomRollouts(3, 3, 2)).ok());
+  ASSERT_FALSE(BitEqual(weights_at_save, trainer->Parameters()));
+  ASSERT_TRUE(trainer->WaitForCheckpoint().ok());
+
+  std::unique_ptr<Trainer> fresh = MakeTrainer();
+  absl::Status s = fresh->LoadCheckpoint(*dir);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(fresh->step(), 1);
+  EXPECT_EQ(fresh->data_cursor(), "c1");
+  EXPECT_TRUE(BitEqual(weights_at_save, fresh->Parameters()));
+  EXPECT_TRUE(BitEqual(optimizer_at_save, fresh->OptimizerState()));
+}
+
+TEST_F(CheckpointWriterTest, SavesInARowAreWrittenInOrderAndStepsReportTheirTimes) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  std::vector<TensorMap> saved;
+  for (int64_t i = 0; i < 3; ++i) {
+    absl::StatusOr<StepMetrics> step = trainer->TrainStep(RandomRollouts(10 + i, 3, i));
+    ASSERT_TRUE(step.ok()) << step.status();
+    // The step after a background save reports how long that save held the trainer.
+    EXPECT_EQ(step->checkpoint_blocking_ms.has_value(), i > 0) << i;
+    if (i > 0) EXPECT_GE(*step->checkpoint_blocking_ms, 0.0);
+    saved.push_back(CloneMap(trainer->Parameters()));
+    ASSERT_TRUE(trainer->SaveCheckpoint("c" + std::to_string(i), /*background=*/true).ok());
+    EXPECT_LE(trainer->last_checkpoint_times().copy_ms,
+              trainer->last_checkpoint_times().blocking_ms);
+    EXPECT_FALSE(trainer->last_checkpoint_times().write_ms.has_value());
+  }
+  // The last save waits for its write: every step directory is complete and holds its state.
+  ASSERT_TRUE(trainer->SaveCheckpoint("c3").ok());
+  ASSERT_TRUE(trainer->last_checkpoint_times().write_ms.has_value());
+  EXPECT_GT(*trainer->last_checkpoint_times().write_ms, 0.0);
+  EXPECT_FALSE(fs::exists(root_ / "step_000003.tmp"));
+  for (int64_t i = 0; i < 3; ++i) {
+    const fs::path dir = root_ / CheckpointManager::StepDirName(i + 1);
+    ASSERT_TRUE(CheckpointManager::Verify(dir).ok()) << dir;
+    std::unique_ptr<Trainer> fresh = MakeTrainer();
+    ASSERT_TRUE(fresh->LoadCheckpoint(dir.string()).ok());
+    EXPECT_TRUE(BitEqual(saved[i], fresh->Parameters())) << dir;
+  }
+}
+
+TEST_F(CheckpointWriterTest, AStepReportsTheWriteThatFinishedBeforeIt) {
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer->TrainStep(RandomRollouts(1, 3, 0)).ok());
+  ASSERT_TRUE(trainer->SaveCheckpoint("c", /*background=*/true).ok());
+  ASSERT_TRUE(trainer->WaitForCheckpoint().ok());
+  absl::StatusOr<StepMetrics> step = trainer->TrainStep(RandomRollouts(2, 3, 1));
+  ASSERT_TRUE(step.ok());
+  ASSERT_TRUE(step->checkpoint_write_ms.has_value());
+  EXPECT_GT(*step->checkpoint_write_ms, 0.0);
+  // Reported once.
+  step = trainer->TrainStep(RandomRollouts(3, 3, 2));
+  ASSERT_TRUE(step.ok());
+  EXPECT_FALSE(step->checkpoint_write_ms.has_value());
+  EXPECT_FALSE(step->checkpoint_blocking_ms.has_value());
+}
+
+TEST_F(CheckpointWriterTest, AFailedBackgroundWriteIsReturnedByTheNextSave) {
+  // The root is a file: the write cannot create its directory.
+  std::ofstream(root_) << "not a directory";
+  std::unique_ptr<Trainer> trainer = MakeTrainer();
+  ASSERT_TRUE(trainer->TrainStep(RandomRollouts(1, 3, 0)).ok());
+  ASSERT_TRUE(trainer->SaveCheckpoint("c", /*background=*/true).ok());
+  absl::Status next = trainer->SaveCheckpoint("d", /*background=*/true).status();
+  EXPECT_FALSE(next.ok());
+  EXPECT_NE(std::string(next.message()).find(root_.string()), std::string::npos) << next;
+  fs::remove(root_);
+}
+
+}  // namespace
+}  // namespace lockstep::trainer

@@ -1,0 +1,98 @@
+// Checkpoints written in the background, so that training does not wait for the disk.
+//
+//   Save(step, state) = wait for the write in flight (if any) → copy the state into snapshot
+//                       buffers kept between saves (one copy per tensor, a memcpy's cost once the
+//                       buffers exist) → hand the snapshot to the writer thread → return.
+//   writer thread     = CheckpointManager::Save of the snapshot (files in step_N.tmp/, fsync,
+//                       manifest, rename, prune), timed.
+//
+// At most one write is in flight: a Save while one runs waits for it first (its wait is part of
+// the blocking time), so a checkpoint directory never has two writers and writes land in step
+// order. A crash during a write leaves step_N.tmp/ behind and every earlier step directory
+// intact (CheckpointManager::Load skips the .tmp; the next Save of that step replaces it).
+//
+// Errors: a failed background write is returned by the next Save or Wait (once) and reported
+// by TakeFinished.
+//
+// Thread safety: Save, Wait and TakeFinished may be called from one thread at a time (the
+// trainer's); the writer thread is internal. The destructor waits for the write in flight.
+#ifndef LOCKSTEP_TRAINER_CHECKPOINT_WRITER_H_
+#define LOCKSTEP_TRAINER_CHECKPOINT_WRITER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "model/safetensors.h"
+#include "model/transformer.h"
+#include "trainer/checkpoint_manager.h"
+
+namespace lockstep::trainer {
+
+// What a Save returns at once: where the checkpoint will be and how long the caller waited.
+struct CheckpointSubmitted {
+  std::filesystem::path dir;  // the step directory, complete once the write finishes
+  double blocking_ms = 0;     // waiting for an earlier write + copying the state
+  double copy_ms = 0;         // the copy alone
+};
+
+// A background write that finished.
+struct CheckpointWritten {
+  int64_t step = 0;
+  double write_ms = 0;  // from the snapshot's hand-off to the rename (and prune) done
+  absl::Status status;
+};
+
+class CheckpointWriter {
+ public:
+  explicit CheckpointWriter(CheckpointManager manager);
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Snapshots `weights` and the payload's tensors (copies; the caller may change the originals
+  // as soon as this returns) and starts writing the checkpoint of `step`. Returns the error of
+  // an earlier write that failed (then nothing is started).
+  absl::StatusOr<CheckpointSubmitted> Save(int64_t step, const ModelConfig& model_config,
+                                           const TensorMap& weights,
+                                           const CheckpointPayload& payload);
+
+  // Waits for the write in flight; its status (OK when there was none, or an earlier failure
+  // not yet returned).
+  absl::Status Wait();
+
+  // The write that finished since the last call, if one did (not yet taken).
+  std::optional<CheckpointWritten> TakeFinished();
+
+ private:
+  // Copies `from` into `into`, reusing buffers of the same name, shape and dtype.
+  static void CopyInto(const TensorMap& from, TensorMap& into);
+  void WriterLoop();
+  // Blocks until no write is in flight; returns (and clears) an unreturned failure.
+  absl::Status WaitLocked(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CheckpointManager manager_;
+  // The snapshot: written by Save while no write is in flight, read by the writer thread.
+  int64_t step_ = 0;
+  ModelConfig model_config_;
+  TensorMap weights_;
+  CheckpointPayload payload_;
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool pending_ ABSL_GUARDED_BY(mu_) = false;  // a snapshot waits for or is in its write
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status unreturned_failure_ ABSL_GUARDED_BY(mu_);
+  std::optional<CheckpointWritten> finished_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;  // last: started after the members above exist
+};
+
+}  // namespace lockstep::trainer
+
+#endif  // LOCKSTEP_TRAINER_CHECKPOINT_WRITER_H_
