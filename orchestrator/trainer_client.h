@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "orchestrator/service_channel.h"
 #include "proto/trainer.grpc.pb.h"
 
 namespace lockstep::orchestrator {
@@ -34,16 +35,10 @@ class TrainerClient {
       const v1::JoinWeightSyncRequest& request, absl::Duration timeout);
   absl::StatusOr<v1::WeightSyncResponse> PublishWeights(int64_t version, absl::Duration timeout);
 
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return channel_.address(); }
 
  private:
-  // Prepares a context with the token and the deadline.
-  void Prepare(grpc::ClientContext* context, absl::Duration timeout) const;
-  absl::Status Check(const grpc::Status& status, const char* rpc) const;
-
-  std::string address_;
-  std::string auth_token_;
-  std::unique_ptr<v1::Trainer::Stub> stub_;
+  ServiceChannel<v1::Trainer> channel_;
 };
 
 }  // namespace lockstep::orchestrator
