@@ -1,4 +1,5 @@
-// Helpers of the fault tests: find a supervised child by its log file, count metrics lines, poll.
+// Helpers of the fault tests: find a supervised child by its log file, see that a process is gone,
+// count metrics lines, poll, check the prompt ledger.
 #ifndef LOCKSTEP_TESTS_FAULTS_FAULT_TEST_SUPPORT_H_
 #define LOCKSTEP_TESTS_FAULTS_FAULT_TEST_SUPPORT_H_
 
@@ -10,6 +11,9 @@
 #include <fstream>
 #include <string>
 #include <thread>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace lockstep::fault_test {
 
@@ -25,6 +29,15 @@ inline pid_t ProcessWritingTo(const fs::path& log) {
     if (!error && target == log) return std::stoi(name);
   }
   return -1;
+}
+
+// Every prompt accounted for: issued = trained + dropped_by_policy + failed + in_flight.
+inline void ExpectLedgerHolds(const nlohmann::json& prompts) {
+  ASSERT_TRUE(prompts.is_object()) << prompts;
+  EXPECT_EQ(prompts["issued"].get<int64_t>(),
+            prompts["trained"].get<int64_t>() + prompts["dropped_by_policy"].get<int64_t>() +
+                prompts["failed"].get<int64_t>() + prompts["in_flight"].get<int64_t>())
+      << prompts;
 }
 
 // True iff process `pid` has exited: no such process, or a zombie not yet reaped.

@@ -30,6 +30,7 @@ using test_support::Outcome;
 using test_support::ReadFile;
 using test_support::RunLockstep;
 using test_support::SpawnLockstep;
+using fault_test::ExpectLedgerHolds;
 using fault_test::LineCount;
 using fault_test::ProcessWritingTo;
 using fault_test::WaitFor;
@@ -72,15 +73,6 @@ keep_last = 0
 [logging]
 progress = false
 )";
-
-// Every prompt accounted for: issued = trained + dropped_by_policy + failed + in_flight.
-void ExpectLedgerHolds(const nlohmann::json& prompts) {
-  ASSERT_TRUE(prompts.is_object()) << prompts;
-  EXPECT_EQ(prompts["issued"].get<int64_t>(),
-            prompts["trained"].get<int64_t>() + prompts["dropped_by_policy"].get<int64_t>() +
-                prompts["failed"].get<int64_t>() + prompts["in_flight"].get<int64_t>())
-      << prompts;
-}
 
 class GeneratorRestartTest : public ::testing::Test {
  protected:

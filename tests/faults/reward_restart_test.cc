@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/faults/fault_test_support.h"
 #include "tests/support/run_lockstep.h"
 
 namespace lockstep {
@@ -104,9 +105,7 @@ TEST(RewardRestartTest, DeadRewardServerIsRestartedItsItemsRetriedAndTheRestCoun
             fragile["items_scored"].get<int64_t>() + fragile["items_failed"].get<int64_t>());
   EXPECT_GT(fragile["retries"].get<int64_t>(), 0);
   const nlohmann::json& prompts = summary["prompts"];
-  EXPECT_EQ(prompts["issued"].get<int64_t>(),
-            prompts["trained"].get<int64_t>() + prompts["dropped_by_policy"].get<int64_t>() +
-                prompts["failed"].get<int64_t>() + prompts["in_flight"].get<int64_t>());
+  fault_test::ExpectLedgerHolds(prompts);
   fs::remove_all(root);
 }
 
