@@ -23,31 +23,40 @@ inline int VisibleGpus() {
   return count;
 }
 
-#define LOCKSTEP_REQUIRE_GPUS(n)                                                   \
-  do {                                                                             \
-    if (::lockstep::gpu_test::VisibleGpus() < (n)) {                               \
-      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), "                       \
-                   << ::lockstep::gpu_test::VisibleGpus() << " visible";           \
-    }                                                                              \
+#define LOCKSTEP_REQUIRE_GPUS(n)                                         \
+  do {                                                                   \
+    if (::lockstep::gpu_test::VisibleGpus() < (n)) {                     \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), "             \
+                   << ::lockstep::gpu_test::VisibleGpus() << " visible"; \
+    }                                                                    \
   } while (0)
 
 #define LOCKSTEP_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
-#define LOCKSTEP_KERNEL_OK(expr)             \
-  do {                                       \
-    auto _status = (expr);                   \
+#define LOCKSTEP_KERNEL_OK(expr)                  \
+  do {                                            \
+    auto _status = (expr);                        \
     ASSERT_TRUE(_status.ok()) << _status.message; \
   } while (0)
 
-// A device copy of a host vector (or `count` uninitialized elements), freed on destruction.
+// A device copy of a host vector (or `count` uninitialized elements), freed on destruction. A
+// failed CUDA call is a test failure (ADD_FAILURE), never a silently empty or stale buffer: two
+// failed copies would otherwise compare equal and pass a bit-invariance check vacuously.
 template <typename T>
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(size_t count) : count_(count) {
-    if (cudaMalloc(&data_, count * sizeof(T) + 1) != cudaSuccess) data_ = nullptr;
+    const cudaError_t error = cudaMalloc(&data_, count * sizeof(T) + 1);
+    if (error != cudaSuccess) {
+      data_ = nullptr;
+      ADD_FAILURE() << "cudaMalloc(" << count * sizeof(T) + 1 << "): " << cudaGetErrorString(error);
+    }
   }
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
     if (data_ != nullptr && !host.empty()) {
-      cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+      const cudaError_t error =
+          cudaMemcpy(data_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+      if (error != cudaSuccess)
+        ADD_FAILURE() << "cudaMemcpy to device: " << cudaGetErrorString(error);
     }
   }
   ~DeviceBuffer() { cudaFree(data_); }
@@ -55,10 +64,18 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   T* get() const { return data_; }
+  // Waits for the device, then copies back. A failure (a kernel fault surfaces here) fails the
+  // test; the result is then all 0xff bytes (NaN for floats), not stale memory.
   std::vector<T> ToHost() const {
     std::vector<T> host(count_);
-    cudaDeviceSynchronize();
-    cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost);
+    cudaError_t error = cudaDeviceSynchronize();
+    if (error == cudaSuccess && data_ != nullptr) {
+      error = cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost);
+    }
+    if (error != cudaSuccess || data_ == nullptr) {
+      ADD_FAILURE() << "ToHost: " << (data_ == nullptr ? "no buffer" : cudaGetErrorString(error));
+      std::memset(static_cast<void*>(host.data()), 0xff, count_ * sizeof(T));
+    }
     return host;
   }
 
