@@ -12,15 +12,7 @@ std::string EvalResult::accuracy_text() const {
 }
 
 void SetTotals(const RlTotals& totals, JobSummary& summary) {
-  summary.parity_tokens_compared = totals.parity_tokens_compared;
-  summary.parity_tokens_mismatched = totals.parity_tokens_mismatched;
-  summary.parity_max_abs_diff = totals.parity_max_abs_diff;
-  summary.samples_trained = totals.samples_trained;
-  summary.reward_items_sent = totals.reward_items_sent;
-  summary.reward_items_scored = totals.reward_items_scored;
-  summary.reward_items_failed = totals.reward_items_failed;
-  summary.model_tokens_trained = totals.model_tokens_trained;
-  summary.environment_tokens_trained = totals.environment_tokens_trained;
+  static_cast<SummaryTotals&>(summary) = totals;  // what both derive from, and only that
   summary.staleness.counts = totals.ages;
 }
 

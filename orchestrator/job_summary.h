@@ -50,7 +50,8 @@ struct RollbackCounts {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RollbackCounts, rollbacks, steps_discarded,
                                                 rollouts_discarded, prompts_in_flight_discarded)
 
-struct JobSummary {
+// The SummaryTotals members (parity_tokens_compared, …) are the job's: SetTotals fills them.
+struct JobSummary : SummaryTotals {
   std::string name;
   int64_t runs = 1;      // runs of `lockstep run` this job took (1 + resumes)
   bool resumed = false;  // the last run was a resume
@@ -64,15 +65,6 @@ struct JobSummary {
   EvalResult eval_after;        // after the last run's last step (rl_steps)
   int64_t rl_steps = 0;  // RL steps done, all runs
   int64_t rl_steps_this_run = 0;
-  int64_t parity_tokens_compared = 0;
-  int64_t parity_tokens_mismatched = 0;
-  double parity_max_abs_diff = 0;
-  int64_t samples_trained = 0;
-  int64_t reward_items_sent = 0;
-  int64_t reward_items_scored = 0;
-  int64_t reward_items_failed = 0;
-  int64_t model_tokens_trained = 0;
-  int64_t environment_tokens_trained = 0;
   std::optional<EpisodeCounts> episodes;  // multi-turn jobs only
   AgeCounts staleness;                    // samples per policy age
   int64_t max_staleness = 0;
@@ -85,6 +77,7 @@ struct JobSummary {
   std::optional<PromptLedger> prompts;
   std::optional<RollbackCounts> trainer_rollbacks;  // only when the trainer was restarted
 };
+// One flat JSON object: the SummaryTotals members are listed among the others.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed, accuracy_before,
                                                 accuracy_after, held_out_eval, eval_before,
                                                 eval_before_run, eval_after, rl_steps,
@@ -97,7 +90,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed,
                                                 restarts, restarts_total, prompts,
                                                 trainer_rollbacks)
 
-// The job totals of `totals` (folded over every step of the job) copied into `summary`.
+// The job totals of `totals` (folded over every step of the job) copied into `summary`: its
+// SummaryTotals members and its staleness.
 void SetTotals(const RlTotals& totals, JobSummary& summary);
 
 // summary.json's text: pretty-printed, unset members left out, newline-terminated.

@@ -136,18 +136,23 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     prompts_dropped_by_policy, prompts_failed, prompts_resubmitted, generator_restarts, restarts,
     checkpoint_blocking_ms, checkpoint_write_ms)
 
-// Figures accumulated over step records.
-struct RlTotals {
-  int64_t steps = 0;
+// The figures folded over step records that summary.json reports as they are: RlTotals folds
+// them and JobSummary (job_summary.h) holds them, both by deriving from this struct.
+struct SummaryTotals {
   int64_t parity_tokens_compared = 0;
   int64_t parity_tokens_mismatched = 0;
-  double parity_max_abs_diff = 0;
+  double parity_max_abs_diff = 0;  // the largest of any step (not a sum)
   int64_t reward_items_sent = 0;
   int64_t reward_items_scored = 0;
   int64_t reward_items_failed = 0;
   int64_t samples_trained = 0;
   int64_t model_tokens_trained = 0;        // loss-mask tokens sent to the trainer
   int64_t environment_tokens_trained = 0;  // masked-out observation tokens sent to the trainer
+};
+
+// Figures accumulated over step records.
+struct RlTotals : SummaryTotals {
+  int64_t steps = 0;
   EpisodeCounts episodes;
   AgeHistogram ages;
 
