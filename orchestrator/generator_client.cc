@@ -65,15 +65,15 @@ class GenerateCall final : public grpc::ClientReadReactor<v1::GenerateResponse> 
 
 GeneratorClient::GeneratorClient(std::string address, std::string auth_token,
                                  std::string tls_ca_file)
-    : channel_("generator", std::move(address), std::move(auth_token), tls_ca_file) {}
+    : ServiceClient("generator", std::move(address), std::move(auth_token), tls_ca_file) {}
 
 void GeneratorClient::GenerateAsync(const v1::GenerateRequest& request, absl::Duration timeout,
                                     GenerateDone done) {
-  auto* call = new GenerateCall(channel_.What("Generate"), std::max<int64_t>(request.n(), 1),
+  auto* call = new GenerateCall(channel().What("Generate"), std::max<int64_t>(request.n(), 1),
                                 std::move(done));
   *call->request() = request;
-  channel_.Prepare(call->context(), timeout);
-  channel_.stub()->async()->Generate(call->context(), call->request(), call);
+  channel().Prepare(call->context(), timeout);
+  channel().stub()->async()->Generate(call->context(), call->request(), call);
   call->Start();
 }
 
@@ -92,21 +92,9 @@ absl::StatusOr<std::vector<v1::GenerateResponse>> GeneratorClient::Generate(
   return *std::move(result);
 }
 
-absl::StatusOr<v1::GetStatusResponse> GeneratorClient::GetStatus(absl::Duration timeout) {
-  return channel_.Call(&v1::Generator::Stub::GetStatus, "GetStatus", v1::GetStatusRequest(),
-                       timeout);
-}
-
-absl::StatusOr<v1::JoinWeightSyncResponse> GeneratorClient::JoinWeightSync(
-    const v1::JoinWeightSyncRequest& request, absl::Duration timeout) {
-  return channel_.Call(&v1::Generator::Stub::JoinWeightSync, "JoinWeightSync", request, timeout);
-}
-
 absl::StatusOr<v1::WeightSyncResponse> GeneratorClient::ReceiveWeights(int64_t version,
                                                                        absl::Duration timeout) {
-  v1::ReceiveWeightsRequest request;
-  request.set_version(version);
-  return channel_.Call(&v1::Generator::Stub::ReceiveWeights, "ReceiveWeights", request, timeout);
+  return CallWithVersion(&v1::Generator::Stub::ReceiveWeights, "ReceiveWeights", version, timeout);
 }
 
 }  // namespace lockstep::orchestrator

@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "orchestrator/service_channel.h"
+#include "orchestrator/service_client.h"
 #include "proto/generator.grpc.pb.h"
 
 namespace lockstep::orchestrator {
@@ -23,7 +23,9 @@ namespace lockstep::orchestrator {
 // All samples of one request, sorted by sample_index, or the call's error.
 using GenerateDone = std::function<void(absl::StatusOr<std::vector<v1::GenerateResponse>>)>;
 
-class GeneratorClient {
+// GetStatus, JoinWeightSync and address() are ServiceClient's.
+class GeneratorClient final
+    : public ServiceClient<v1::Generator, v1::GetStatusRequest, v1::GetStatusResponse> {
  public:
   // Connects lazily to `address` ("host:port"); `auth_token` may be empty (auth off).
   GeneratorClient(std::string address, std::string auth_token, std::string tls_ca_file = "");
@@ -36,15 +38,7 @@ class GeneratorClient {
   absl::StatusOr<std::vector<v1::GenerateResponse>> Generate(const v1::GenerateRequest& request,
                                                              absl::Duration timeout);
 
-  absl::StatusOr<v1::GetStatusResponse> GetStatus(absl::Duration timeout = absl::Seconds(30));
-  absl::StatusOr<v1::JoinWeightSyncResponse> JoinWeightSync(
-      const v1::JoinWeightSyncRequest& request, absl::Duration timeout);
   absl::StatusOr<v1::WeightSyncResponse> ReceiveWeights(int64_t version, absl::Duration timeout);
-
-  const std::string& address() const { return channel_.address(); }
-
- private:
-  ServiceChannel<v1::Generator> channel_;
 };
 
 }  // namespace lockstep::orchestrator

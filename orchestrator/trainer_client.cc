@@ -5,16 +5,16 @@
 namespace lockstep::orchestrator {
 
 TrainerClient::TrainerClient(std::string address, std::string auth_token, std::string tls_ca_file)
-    : channel_("trainer", std::move(address), std::move(auth_token), tls_ca_file) {}
+    : ServiceClient("trainer", std::move(address), std::move(auth_token), tls_ca_file) {}
 
 absl::StatusOr<v1::TrainStepResponse> TrainerClient::TrainStep(
     const v1::TrainStepRequest& request, absl::Duration timeout) {
-  return channel_.Call(&v1::Trainer::Stub::TrainStep, "TrainStep", request, timeout);
+  return channel().Call(&v1::Trainer::Stub::TrainStep, "TrainStep", request, timeout);
 }
 
 absl::StatusOr<v1::TrainStepResponse> TrainerClient::SftStep(const v1::SftStepRequest& request,
                                                              absl::Duration timeout) {
-  return channel_.Call(&v1::Trainer::Stub::SftStep, "SftStep", request, timeout);
+  return channel().Call(&v1::Trainer::Stub::SftStep, "SftStep", request, timeout);
 }
 
 absl::StatusOr<v1::SaveCheckpointResponse> TrainerClient::SaveCheckpoint(
@@ -22,24 +22,12 @@ absl::StatusOr<v1::SaveCheckpointResponse> TrainerClient::SaveCheckpoint(
   v1::SaveCheckpointRequest request;
   request.set_data_cursor(data_cursor);
   request.set_background(background);
-  return channel_.Call(&v1::Trainer::Stub::SaveCheckpoint, "SaveCheckpoint", request, timeout);
-}
-
-absl::StatusOr<v1::TrainerStatusResponse> TrainerClient::GetStatus(absl::Duration timeout) {
-  return channel_.Call(&v1::Trainer::Stub::GetStatus, "GetStatus", v1::TrainerStatusRequest(),
-                       timeout);
-}
-
-absl::StatusOr<v1::JoinWeightSyncResponse> TrainerClient::JoinWeightSync(
-    const v1::JoinWeightSyncRequest& request, absl::Duration timeout) {
-  return channel_.Call(&v1::Trainer::Stub::JoinWeightSync, "JoinWeightSync", request, timeout);
+  return channel().Call(&v1::Trainer::Stub::SaveCheckpoint, "SaveCheckpoint", request, timeout);
 }
 
 absl::StatusOr<v1::WeightSyncResponse> TrainerClient::PublishWeights(int64_t version,
                                                                      absl::Duration timeout) {
-  v1::PublishWeightsRequest request;
-  request.set_version(version);
-  return channel_.Call(&v1::Trainer::Stub::PublishWeights, "PublishWeights", request, timeout);
+  return CallWithVersion(&v1::Trainer::Stub::PublishWeights, "PublishWeights", version, timeout);
 }
 
 }  // namespace lockstep::orchestrator

@@ -12,12 +12,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "orchestrator/service_channel.h"
+#include "orchestrator/service_client.h"
 #include "proto/trainer.grpc.pb.h"
 
 namespace lockstep::orchestrator {
 
-class TrainerClient {
+// GetStatus, JoinWeightSync and address() are ServiceClient's.
+class TrainerClient final
+    : public ServiceClient<v1::Trainer, v1::TrainerStatusRequest, v1::TrainerStatusResponse> {
  public:
   // Connects lazily to `address` ("host:port"); `auth_token` may be empty (auth off).
   TrainerClient(std::string address, std::string auth_token, std::string tls_ca_file = "");
@@ -30,15 +32,7 @@ class TrainerClient {
   absl::StatusOr<v1::SaveCheckpointResponse> SaveCheckpoint(
       const std::string& data_cursor, bool background = false,
       absl::Duration timeout = absl::Minutes(5));
-  absl::StatusOr<v1::TrainerStatusResponse> GetStatus(absl::Duration timeout = absl::Seconds(30));
-  absl::StatusOr<v1::JoinWeightSyncResponse> JoinWeightSync(
-      const v1::JoinWeightSyncRequest& request, absl::Duration timeout);
   absl::StatusOr<v1::WeightSyncResponse> PublishWeights(int64_t version, absl::Duration timeout);
-
-  const std::string& address() const { return channel_.address(); }
-
- private:
-  ServiceChannel<v1::Trainer> channel_;
 };
 
 }  // namespace lockstep::orchestrator
