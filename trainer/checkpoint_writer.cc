@@ -26,23 +26,61 @@ CheckpointWriter::~CheckpointWriter() {
   thread_.join();
 }
 
-void CheckpointWriter::CopyInto(const TensorMap& from, TensorMap& into) {
+int64_t CheckpointWriter::AllocateLike(const TensorMap& from, TensorMap& into) {
   for (auto it = into.begin(); it != into.end();) {
     it = from.count(it->first) ? std::next(it) : into.erase(it);
   }
+  int64_t allocated = 0;
   for (const auto& [name, source] : from) {
     torch::Tensor& buffer = into[name];
     if (!buffer.defined() || !buffer.sizes().equals(source.sizes()) ||
         buffer.scalar_type() != source.scalar_type()) {
       buffer = torch::empty(source.sizes(), source.options().requires_grad(false));
-    }
-    const torch::Tensor from_tensor = source.detach();
-    if (from_tensor.is_contiguous()) {
-      std::memcpy(buffer.data_ptr(), from_tensor.data_ptr(), from_tensor.nbytes());
-    } else {
-      buffer.copy_(from_tensor);
+      allocated += static_cast<int64_t>(buffer.nbytes());
     }
   }
+  return allocated;
+}
+
+int64_t CheckpointWriter::CopyInto(const TensorMap& from, TensorMap& into) {
+  const int64_t allocated = AllocateLike(from, into);
+  for (const auto& [name, source] : from) {
+    torch::Tensor& buffer = into.at(name);
+    // No detach() for the memcpy: a new tensor per entry cost about as much as copying a
+    // small model's state.
+    if (source.is_contiguous()) {
+      std::memcpy(buffer.data_ptr(), source.data_ptr(), source.nbytes());
+    } else {
+      torch::NoGradGuard no_grad;
+      buffer.copy_(source);
+    }
+  }
+  return allocated;
+}
+
+void CheckpointWriter::TouchSnapshot() {
+  for (TensorMap* buffers : {&weights_, &payload_.optimizer, &payload_.extra}) {
+    for (auto& [name, buffer] : *buffers) {
+      if (buffer.nbytes() > 0) std::memset(buffer.data_ptr(), 0, buffer.nbytes());
+    }
+  }
+}
+
+void CheckpointWriter::Reserve(const TensorMap& weights, const CheckpointPayload& payload) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [this] { return !pending_; });  // a failure stays for the next Save
+  }
+  // No write is in flight: the snapshot is ours until `pending_` is set.
+  AllocateLike(weights, weights_);
+  AllocateLike(payload.optimizer, payload_.optimizer);
+  AllocateLike(payload.extra, payload_.extra);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = true;
+    touch_only_ = true;
+  }
+  changed_.notify_all();
 }
 
 absl::Status CheckpointWriter::WaitLocked(std::unique_lock<std::mutex>& lock) {
@@ -63,9 +101,9 @@ absl::StatusOr<CheckpointSubmitted> CheckpointWriter::Save(int64_t step,
   const absl::Time copy_start = absl::Now();
   step_ = step;
   model_config_ = model_config;
-  CopyInto(weights, weights_);
-  CopyInto(payload.optimizer, payload_.optimizer);
-  CopyInto(payload.extra, payload_.extra);
+  const int64_t allocated = CopyInto(weights, weights_) +
+                            CopyInto(payload.optimizer, payload_.optimizer) +
+                            CopyInto(payload.extra, payload_.extra);
   payload_.trainer_state = payload.trainer_state;
   const absl::Time end = absl::Now();
   {
@@ -74,7 +112,7 @@ absl::StatusOr<CheckpointSubmitted> CheckpointWriter::Save(int64_t step,
   }
   changed_.notify_all();
   return CheckpointSubmitted{manager_.StepDir(step), Milliseconds(end - start),
-                             Milliseconds(end - copy_start)};
+                             Milliseconds(end - copy_start), allocated};
 }
 
 absl::Status CheckpointWriter::Wait() {
@@ -89,10 +127,21 @@ std::optional<CheckpointWritten> CheckpointWriter::TakeFinished() {
 
 void CheckpointWriter::WriterLoop() {
   while (true) {
+    bool touch_only = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       changed_.wait(lock, [this] { return pending_ || stopping_; });
       if (!pending_) return;  // stopping with nothing to write
+      touch_only = touch_only_;
+    }
+    if (touch_only) {
+      TouchSnapshot();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        pending_ = touch_only_ = false;
+      }
+      changed_.notify_all();
+      continue;
     }
     const absl::Time start = absl::Now();
     absl::StatusOr<std::filesystem::path> dir =

@@ -37,6 +37,7 @@ namespace lockstep::trainer {
 
 class AdamW;
 class CheckpointWriter;
+struct CheckpointPayload;
 
 // A scored rollout; mirrors proto lockstep.v1.Rollout.
 struct Rollout {
@@ -97,6 +98,7 @@ struct CheckpointTimes {
   double blocking_ms = 0;             // the call's wait for an earlier write + the state's copy
   double copy_ms = 0;                 // the copy alone
   std::optional<double> write_ms;     // set when the call waited for its write
+  int64_t allocated_bytes = 0;        // snapshot memory the call allocated (0: reserved by Create)
 };
 
 // Data-parallel hook: implemented over c10d by trainer/data_parallel; null means a single rank.
@@ -121,6 +123,9 @@ class Trainer {
   // options.kl_coef > 0 a frozen copy of the current weights is kept as the KL reference.
   // Errors: InvalidArgument for invalid options or a model that does not match them.
   // Side effect: installs the caching CPU allocator for the process (caching_cpu_allocator.h).
+  // With options.checkpoint_dir set, starts the checkpoint writer and reserves its snapshot
+  // buffers (one more copy of weights + AdamW state in memory, its pages touched on the writer
+  // thread), so that no save, the first included, allocates or faults in memory.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(std::shared_ptr<Transformer> model,
                                                          TrainerOptions options,
                                                          GradientReducer* reducer = nullptr);
@@ -148,7 +153,8 @@ class Trainer {
   // Writes a checkpoint for the current step under options.checkpoint_dir (see
   // checkpoint_manager.h) and returns the step directory. `data_cursor` is opaque to the
   // trainer and comes back through data_cursor() after LoadCheckpoint. The state is copied
-  // into memory and written by a background thread (checkpoint_writer.h); unless `background`,
+  // into the buffers reserved by Create and written by a background thread
+  // (checkpoint_writer.h; trainer_checkpoint.cc); unless `background`,
   // the call returns once the directory is complete. A call while a write is in flight waits
   // for it first. Errors: FailedPrecondition without checkpoint_dir; the error of this write
   // (not background) or of an earlier background write that failed.
@@ -180,15 +186,20 @@ class Trainer {
   Trainer(std::shared_ptr<Transformer> model, TrainerOptions options, GradientReducer* reducer);
 
   struct Sequence;  // one packed sequence of a step: tokens and its completion rows
-  // InvalidArgument "<what> <index>: <problem>" for a sequence the model cannot score.
   // SaveModel into `dir` through `dir`.tmp and a rename; nothing when `dir` exists.
   absl::Status SaveWeightsOnce(const std::string& dir) const;
+  // InvalidArgument "<what> <index>: <problem>" for a sequence the model cannot score.
   absl::Status ValidateSequence(const char* what, size_t index, const std::vector<int64_t>& prompt,
                                 const std::vector<int64_t>& completion) const;
   // Applies the summed gradients: all-reduce, clip, AdamW; advances step and version. `sft`:
   // the step runs at options.sft_lr when that is set. Reports checkpoint figures since the
   // previous step.
   absl::Status ApplyGradients(StepMetrics& metrics, bool sft = false);
+  // What a checkpoint holds besides the weights (trainer_checkpoint.cc): optimizer state,
+  // the trainer state JSON (step, version, cursor, RNG, options), the KL reference. Views.
+  CheckpointPayload CheckpointState(const std::string& data_cursor) const;
+  // Creates checkpoint_writer_ and reserves its snapshot buffers (Create, with checkpoint_dir).
+  void StartCheckpointWriter();
 
   std::shared_ptr<Transformer> model_;
   std::shared_ptr<Transformer> reference_;  // frozen initial weights when kl_coef > 0
@@ -200,7 +211,8 @@ class Trainer {
   int64_t weight_version_ = 0;
   std::string data_cursor_;
   std::string resumed_from_;
-  std::unique_ptr<CheckpointWriter> checkpoint_writer_;  // created by the first SaveCheckpoint
+  // Created by Create when options.checkpoint_dir is set, its snapshot buffers reserved then.
+  std::unique_ptr<CheckpointWriter> checkpoint_writer_;
   CheckpointTimes last_checkpoint_times_;
   std::optional<double> unreported_blocking_ms_;  // the next step's checkpoint_blocking_ms
 };

@@ -3,13 +3,15 @@
 //   build/bench/bench_checkpoint [--presets tiny,small,base] [--repeats 3] [--json FILE]
 //       [--dir /tmp]
 // Per preset: a fast-mode trainer of a random Qwen3 takes one step (so AdamW has its state),
-// then --repeats background saves (Trainer::SaveCheckpoint(cursor, background=true)), each
+// then 1 + --repeats background saves (Trainer::SaveCheckpoint(cursor, background=true)), each
 // after the previous write finished. blocking_ms = the call's time (copy of weights + AdamW
-// state into the snapshot buffers, which exist from the first save on); write_ms = the
-// background write (files, fsync, SHA-256 manifest, rename). memcpy_ms = std::memcpy of the
-// same bytes into warm buffers (best of --repeats). Goal: blocking / memcpy <= 2 (issue 21).
+// state into the snapshot buffers, which Trainer::Create reserved); first_blocking_ms = the
+// first save's, reported apart (it is the one that used to allocate and fault in the buffers);
+// blocking_ms = the best later save; write_ms = the background write (files, fsync, SHA-256
+// manifest, rename). memcpy_ms = std::memcpy of the same bytes into warm buffers (best of
+// --repeats). Goal: blocking / memcpy <= 2 at any save, the first included (issue 21).
 // JSON: {"presets": [{preset, parameters, state_bytes, memcpy_ms, blocking_ms, first_blocking_ms,
-// write_ms, blocking_vs_memcpy}]}.
+// first_allocated_bytes, write_ms, blocking_vs_memcpy, first_blocking_vs_memcpy}]}.
 #include <unistd.h>
 
 #include <algorithm>
@@ -38,7 +40,8 @@ struct PresetResult {
   int64_t state_bytes = 0;
   double memcpy_ms = 1e30;          // best of the repeats
   double blocking_ms = 1e30;        // best warm save (buffers exist)
-  double first_blocking_ms = 0;     // the first save (allocates its buffers)
+  double first_blocking_ms = 0;     // the first save (into the buffers reserved by Create)
+  int64_t first_allocated_bytes = 0;  // snapshot memory the first save allocated (0: reserved)
   double write_ms = 0;              // median background write
 };
 
@@ -120,11 +123,15 @@ absl::StatusOr<PresetResult> RunPreset(const std::string& preset, const fs::path
     writes.push_back(MsSince(write_start));  // the rest of the write after the call returned
     if (r == 0) {
       result.first_blocking_ms = blocking;
+      result.first_allocated_bytes = (*trainer)->last_checkpoint_times().allocated_bytes;
     } else {
       result.blocking_ms = std::min(result.blocking_ms, blocking);
     }
-    std::printf("    %s save %d%s: blocking %.2f ms, write %.1f ms more\n", preset.c_str(), r,
-                r == 0 ? " (allocates)" : "", blocking, writes.back());
+    const trainer::CheckpointTimes& times = (*trainer)->last_checkpoint_times();
+    std::printf("    %s save %d%s: blocking %.2f ms (copy %.2f ms), allocated %lld bytes, write %.1f "
+                "ms more\n",
+                preset.c_str(), r, r == 0 ? " (first)" : "", blocking, times.copy_ms,
+                static_cast<long long>(times.allocated_bytes), writes.back());
     std::fflush(stdout);
   }
   std::sort(writes.begin(), writes.end());
@@ -163,25 +170,28 @@ int Main(int argc, char** argv) {
     }
     results.push_back(*result);
   }
-  std::printf("  %-8s %10s %11s %10s %12s %14s %10s %9s\n", "preset", "params", "state MB",
-              "memcpy ms", "blocking ms", "1st block ms", "write ms", "blk/mcpy");
+  std::printf("  %-8s %10s %11s %10s %12s %14s %10s %9s %10s\n", "preset", "params", "state MB",
+              "memcpy ms", "blocking ms", "1st block ms", "write ms", "blk/mcpy", "1st/mcpy");
   nlohmann::json json = {{"threads", torch::get_num_threads()},
                          {"presets", nlohmann::json::array()}};
   for (const PresetResult& r : results) {
     const double ratio = r.blocking_ms / std::max(1e-9, r.memcpy_ms);
-    std::printf("  %-8s %9.1fM %11.1f %10.2f %12.2f %14.2f %10.1f %9.2f\n", r.preset.c_str(),
-                r.parameters / 1e6, r.state_bytes / 1e6, r.memcpy_ms, r.blocking_ms,
-                r.first_blocking_ms, r.write_ms, ratio);
+    const double first_ratio = r.first_blocking_ms / std::max(1e-9, r.memcpy_ms);
+    std::printf("  %-8s %9.1fM %11.1f %10.2f %12.2f %14.2f %10.1f %9.2f %10.2f\n",
+                r.preset.c_str(), r.parameters / 1e6, r.state_bytes / 1e6, r.memcpy_ms,
+                r.blocking_ms, r.first_blocking_ms, r.write_ms, ratio, first_ratio);
     json["presets"].push_back({{"preset", r.preset},
                                {"parameters", r.parameters},
                                {"state_bytes", r.state_bytes},
                                {"memcpy_ms", r.memcpy_ms},
                                {"blocking_ms", r.blocking_ms},
                                {"first_blocking_ms", r.first_blocking_ms},
+                               {"first_allocated_bytes", r.first_allocated_bytes},
                                {"write_ms", r.write_ms},
-                               {"blocking_vs_memcpy", ratio}});
+                               {"blocking_vs_memcpy", ratio},
+                               {"first_blocking_vs_memcpy", first_ratio}});
   }
-  std::printf("  goal: blocking / memcpy <= 2\n");
+  std::printf("  goal: blocking / memcpy <= 2 at every save, the first included\n");
   if (!json_path.empty()) {
     std::ofstream(json_path) << json.dump(2) << "\n";
     std::printf("wrote %s\n", json_path.c_str());
