@@ -107,10 +107,14 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-model", skip_model, "Skip the whole-model figures");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
-  std::printf("bench_kernels: %d threads, linear micro-kernel %s\n", torch::get_num_threads(),
-              kernels::LinearKernelName());
-  nlohmann::json json = {{"threads", torch::get_num_threads()},
-                         {"linear_kernel", kernels::LinearKernelName()}};
+  const std::string cpu = CpuModelName();
+  const std::string linear_variant = kernels::LinearKernelDescription();
+  std::printf("bench_kernels: %s, %d threads\n  fixed-order linear: %s\n", cpu.c_str(),
+              torch::get_num_threads(), linear_variant.c_str());
+  nlohmann::json json = {{"cpu_model", cpu},
+                         {"threads", torch::get_num_threads()},
+                         {"linear_kernel", kernels::LinearKernelName()},
+                         {"linear_kernel_variant", linear_variant}};
 
   std::printf("  %-34s %12s %12s %8s\n", "linear (M x K x N)", "stock GF/s", "invar GF/s",
               "ratio");

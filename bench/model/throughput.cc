@@ -1,6 +1,7 @@
 #include "bench/model/throughput.h"
 
 #include <chrono>
+#include <fstream>
 
 namespace lockstep::bench {
 namespace {
@@ -22,6 +23,16 @@ double TimePerCall(const std::function<void()>& body, double seconds) {
     ++runs;
   }
   return best;
+}
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    return colon == std::string::npos ? line : line.substr(colon + 2);
+  }
+  return "unknown";
 }
 
 double BlasGflops(double seconds) {

@@ -4,6 +4,7 @@
 #define LOCKSTEP_BENCH_MODEL_THROUGHPUT_H_
 
 #include <functional>
+#include <string>
 
 #include "model/transformer.h"
 
@@ -12,6 +13,10 @@ namespace lockstep::bench {
 // Runs `body` once to warm up, then until `seconds` have passed (at least twice); returns the
 // fastest call's seconds.
 double TimePerCall(const std::function<void()>& body, double seconds);
+
+// The CPU's model name as /proc/cpuinfo gives it ("unknown" where it does not): every figure a
+// bench prints is a figure of this machine.
+std::string CpuModelName();
 
 // GFLOP/s of a [512 x 1024] x [1024 x 1024] LibTorch matmul (the BLAS reference figure).
 double BlasGflops(double seconds);

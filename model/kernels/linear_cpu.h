@@ -8,7 +8,8 @@
 // any batch. K is never split across threads.
 //
 // W is read in place ([N, K] row-major, as the model stores it): no packed copy of the weights
-// exists, so a process holds its weights once and a weight update needs no repacking.
+// exists, so a process holds its weights once and a weight update (an optimizer step, a weight
+// sync's memcpy into the parameters) needs no repacking and no cache invalidation.
 //
 // Raw pointers only, no LibTorch include. Threading is the caller's: it splits the work into
 // tiles with NumLinearTiles() and runs LinearTiles() on disjoint tile ranges, in any order.
@@ -16,6 +17,7 @@
 #define LOCKSTEP_MODEL_KERNELS_LINEAR_CPU_H_
 
 #include <cstdint>
+#include <string>
 
 namespace lockstep::kernels {
 
@@ -40,6 +42,23 @@ void LinearTiles(const LinearProblem& problem, int64_t tile_begin, int64_t tile_
 // Name of the micro-kernel family picked for this CPU ("avx512", "avx2", "portable"), for
 // benchmarks.
 const char* LinearKernelName();
+
+// The family, its register tile and the blocking in use, e.g. "avx512 8x3 tile, x chunk 16 KiB,
+// W column block 256 KiB (L1d 32 KiB, L2 1024 KiB)", for benchmarks.
+std::string LinearKernelDescription();
+
+// Cache-derived blocking: x_chunk_bytes (packed rows of x per K chunk, half of L1d) and
+// column_block_bytes (W per column block, a quarter of L2). None of it changes any bits.
+struct LinearBlocking {
+  int64_t l1_bytes = 32 << 10;  // as the CPU reports them (these defaults if it does not)
+  int64_t l2_bytes = 1 << 20;
+  int64_t x_chunk_bytes = 0;
+  int64_t column_block_bytes = 0;
+};
+LinearBlocking CurrentLinearBlocking();
+// For tests and benchmarks: sets x_chunk_bytes and column_block_bytes (<= 0: the detected value).
+// Not to be called while a linear runs; NumLinearTiles may change with column_block_bytes.
+void SetLinearBlocking(const LinearBlocking& blocking);
 
 // Micro-kernel families. All compute the same chain, hence the same bits; kAuto is the best
 // family this CPU runs (the one LinearTiles uses).

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 namespace lockstep::kernels {
@@ -186,6 +187,42 @@ TEST(LinearCpuTest, VectorKernelsEqualPortableOnLargeShapes) {
           << " n=" << n;
     }
   }
+}
+
+// The cache blocking (K chunks carried through memory, column block widths) is invisible in
+// the bits: K split into many chunks, or into none, and narrow or wide column blocks give the
+// literal FMA chain, in every family.
+TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
+  const LinearBlocking detected = CurrentLinearBlocking();
+  EXPECT_GT(detected.x_chunk_bytes, 0);
+  EXPECT_GT(detected.column_block_bytes, 0);
+  struct Setting {
+    int64_t x_chunk_bytes, column_block_bytes;
+  };
+  // 64-byte chunks: 16 k per chunk for any main tile; 1 GiB: K in one chunk.
+  for (const Setting setting : {Setting{64, 64 << 10}, Setting{4 << 10, 16 << 10},
+                                Setting{1 << 30, 1 << 30}}) {
+    LinearBlocking blocking;
+    blocking.x_chunk_bytes = setting.x_chunk_bytes;
+    blocking.column_block_bytes = setting.column_block_bytes;
+    SetLinearBlocking(blocking);
+    for (LinearKernel kernel : AvailableKernels()) {
+      for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1000, 50},
+                             {9, 2048, 70},
+                             {70, 333, 100}}) {
+        Case c(m, k, n, true, 3, 1, static_cast<uint32_t>(m + k));
+        c.Run(kernel);
+        int64_t differing = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) differing += !SameBits(c.Output(i, j), ChainReference(c, i, j));
+        EXPECT_EQ(differing, 0) << "kernel " << static_cast<int>(kernel) << " chunk "
+                                << setting.x_chunk_bytes << " m=" << m << " k=" << k;
+      }
+    }
+  }
+  SetLinearBlocking(LinearBlocking());  // back to the detected values
+  EXPECT_EQ(CurrentLinearBlocking().x_chunk_bytes, detected.x_chunk_bytes);
+  EXPECT_EQ(CurrentLinearBlocking().column_block_bytes, detected.column_block_bytes);
 }
 
 // A row's bits do not depend on which batch it sits in, nor at which position.

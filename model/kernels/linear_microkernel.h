@@ -1,0 +1,86 @@
+// Internal to the fixed-order linear (linear_cpu.cc): the register-tile micro-kernels of each
+// ISA family and what the driver needs to know about them. Not part of the kernel's API.
+//
+// A micro-kernel computes `rows` x `columns` outputs over one chunk of K. Every output owns 16
+// lane partial sums (the 16 FMA chains of the contract, linear_cpu.h); between chunks they are
+// carried through memory, exactly (a float stored and loaded is the same float), so splitting K
+// into chunks inside one thread changes nothing in any chain. After the last chunk the kernel
+// reduces the 16 lanes in the contract's fixed tree, adds the bias and writes y.
+#ifndef LOCKSTEP_MODEL_KERNELS_LINEAR_MICROKERNEL_H_
+#define LOCKSTEP_MODEL_KERNELS_LINEAR_MICROKERNEL_H_
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "model/kernels/linear_cpu.h"
+
+namespace lockstep::kernels::linear_internal {
+
+constexpr int kLanes = 16;   // chains per output (one zmm, two ymm)
+constexpr int kMaxRows = 8;  // rows of the largest register tile of any family
+constexpr int kMaxColumns = 12;
+
+struct ChunkTile {
+  const float* x;    // first row of the chunk, k = chunk start; rows x_stride floats apart
+  int64_t x_stride;  // a packed copy: 64-byte aligned rows
+  const float* w;    // weight row of the first column at the chunk start; rows w_stride apart
+  int64_t w_stride;  // K
+  int64_t length;    // k in this chunk; a multiple of kLanes except in the last chunk
+  // The carried lanes: output (i, j) at partial + (i * partial_stride + j) * kLanes, 64-byte
+  // aligned. Read unless `first`, written unless `last`; unused when both.
+  float* partial;
+  int64_t partial_stride;
+  bool first, last;
+  const float* bias;  // bias of the first column, or nullptr (used when `last`)
+  float* y;           // first row, first column (written when `last`)
+  int64_t y_stride;
+};
+
+using ChunkKernel = void (*)(const ChunkTile&);
+// [rows - 1][columns - 1]; every shape a tile can ask of its family is filled.
+using KernelTable = std::array<std::array<ChunkKernel, kMaxColumns>, kMaxRows>;
+
+// A micro-kernel family: its kernels and, by number of rows, the columns of its register tile.
+// Column counts divide the driver's column quantum (24), so every column block splits evenly.
+struct Isa {
+  LinearKernel kind;
+  const char* name;
+  const KernelTable* table;            // W in cache (reused by several row groups)
+  const KernelTable* streaming_table;  // W streamed from memory once: prefetches the next tile
+  int main_rows;  // rows of the main register tile (<= kMaxRows)
+  std::array<int, kMaxRows + 1> columns_for_rows;
+};
+
+// A family's table from Family<MR, NR>::Run (nullptr where NR > Family<MR, NR>::kMaxColumns).
+template <template <int, int> class Family, int MR, int... NRs>
+constexpr std::array<ChunkKernel, kMaxColumns> TableRow(std::integer_sequence<int, NRs...>) {
+  return {(NRs + 1 <= Family<MR, NRs + 1>::kMaxColumns ? &Family<MR, NRs + 1>::Run : nullptr)...};
+}
+template <template <int, int> class Family, int... MRs>
+constexpr KernelTable MakeTableOf(std::integer_sequence<int, MRs...>) {
+  return {TableRow<Family, MRs + 1>(std::make_integer_sequence<int, kMaxColumns>())...};
+}
+template <template <int, int> class Family>
+constexpr KernelTable MakeTable() {
+  return MakeTableOf<Family>(std::make_integer_sequence<int, kMaxRows>());
+}
+
+const Isa& PortableIsa();
+#if defined(__x86_64__)
+const Isa& Avx2Isa();
+const Isa& Avx512Isa();
+#endif
+
+// The contract's lane tree for one output: t_l = v_l + v_{l+8}, s_l = t_l + t_{l+4} (l < 4),
+// ((s0 + s2) + (s1 + s3)).
+inline float ReduceLanes(const float* v) {
+  float t[8];
+  for (int l = 0; l < 8; ++l) t[l] = v[l] + v[l + 8];
+  const float s0 = t[0] + t[4], s1 = t[1] + t[5], s2 = t[2] + t[6], s3 = t[3] + t[7];
+  return (s0 + s2) + (s1 + s3);
+}
+
+}  // namespace lockstep::kernels::linear_internal
+
+#endif  // LOCKSTEP_MODEL_KERNELS_LINEAR_MICROKERNEL_H_
