@@ -177,8 +177,9 @@ TEST_F(CheckpointWriterTest, ReservedBuffersAreTouchedBeforeTheFirstSaveAndNever
   const int64_t faults = ThreadMinorFaults() - faults_before;
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->allocated_bytes, 0);
-  // The copy wrote 8 MiB into pages the writer thread had already faulted in (2048 faults
-  // if it had not); a few faults of small heap allocations remain.
+  // The copy wrote 8 MiB into pages the writer thread had already faulted in (fresh pages
+  // would cost up to 2048 faults; pooled ones fewer); a few faults of small heap allocations
+  // remain.
   EXPECT_LT(faults, 64) << "the first save faulted in its snapshot's pages";
   ASSERT_TRUE(writer.Wait().ok());
   absl::StatusOr<LoadedCheckpoint> loaded = CheckpointManager::Load(first->dir);
