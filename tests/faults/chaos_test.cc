@@ -104,10 +104,14 @@ TEST(ChaosTest, SeededKillsAcrossServicesEndWithExactCountsAndTheSameWeights) {
 
   std::mt19937 random(kSeed);
   const std::string generator = absl::StrCat("generator", random() % 2);
-  // The trainer dies after step 3, past the checkpoint of step 2: it rolls back to it.
-  const std::vector<Kill> schedule = {{1, generator, static_cast<int>(random() % 300)},
-                                      {2, "reward_judge", static_cast<int>(random() % 300)},
-                                      {3, "trainer", static_cast<int>(random() % 300)}};
+  // The trainer dies as soon as step 3's line is written, past the checkpoint of step 2 and
+  // before step 4 (the next checkpoint) can train: it rolls back to step 2. A delay there would
+  // let a fast machine finish step 4 and its checkpoint first, and roll back nothing.
+  const int generator_delay_ms = static_cast<int>(random() % 300);
+  const int reward_delay_ms = static_cast<int>(random() % 300);
+  const std::vector<Kill> schedule = {{1, generator, generator_delay_ms},
+                                      {2, "reward_judge", reward_delay_ms},
+                                      {3, "trainer", 0}};
   const fs::path dir = root / "chaos";
   const fs::path log = root / "chaos.log";
   const pid_t job = SpawnLockstep(args("chaos"), log);
