@@ -178,7 +178,17 @@ absl::Status JobServices::RestartTrainer() {
   absl::StatusOr<std::string> address = supervisor_.WaitUntilServing("trainer");
   if (!address.ok()) return address.status();
   trainer_ = std::make_unique<TrainerClient>(*address, auth_token_);
+  // Generators that died around the trainer's death, before the loop saw it, come back first: a
+  // dead member would leave the others waiting out the group's timeout. The job's Resume then
+  // sends every generator the checkpoint's weights.
+  absl::StatusOr<std::vector<GeneratorDeath>> generators_back = RestartEach(TakeDeaths());
+  if (!generators_back.ok()) return generators_back.status();
   if (absl::Status s = FormWeightSyncGroup(log_); !s.ok()) return s;
+  for (const GeneratorDeath& death : *generators_back) {
+    restart_records_.push_back(
+        {death.name, death.how, absl::ToDoubleSeconds(absl::Now() - death.time)});
+    log_(absl::StrCat(death.name, " is back at ", generators_[death.generator]->address()));
+  }
   restart_records_.push_back(
       {"trainer", exit->how, absl::ToDoubleSeconds(absl::Now() - exit->time)});
   log_(absl::StrCat("the trainer is back at ", *address, ", ",
@@ -279,20 +289,28 @@ absl::Status JobServices::RestartOne(const GeneratorDeath& death) {
   }
 }
 
+absl::StatusOr<std::vector<GeneratorDeath>> JobServices::RestartEach(
+    const std::vector<GeneratorDeath>& dead) {
+  std::vector<GeneratorDeath> restarted;
+  for (const GeneratorDeath& death : dead) {
+    const bool done = std::any_of(restarted.begin(), restarted.end(), [&](const auto& other) {
+      return other.generator == death.generator;
+    });
+    if (done) continue;
+    if (absl::Status s = RestartOne(death); !s.ok()) return s;
+    restarted.push_back(death);
+  }
+  return restarted;
+}
+
 absl::Status JobServices::RestartGenerators(const std::vector<GeneratorDeath>& dead,
                                             int64_t weight_version) {
-  std::vector<int64_t> restarted;
-  for (const GeneratorDeath& death : dead) {
-    if (std::find(restarted.begin(), restarted.end(), death.generator) != restarted.end()) {
-      continue;
-    }
-    if (absl::Status s = RestartOne(death); !s.ok()) return s;
-    restarted.push_back(death.generator);
-  }
-  if (restarted.empty()) return absl::OkStatus();
+  absl::StatusOr<std::vector<GeneratorDeath>> restarted = RestartEach(dead);
+  if (!restarted.ok()) return restarted.status();
+  if (restarted->empty()) return absl::OkStatus();
   if (absl::Status s = FormWeightSyncGroup(log_); !s.ok()) return s;
   if (absl::Status s = Sync(weight_version); !s.ok()) return s;
-  for (const GeneratorDeath& death : dead) {
+  for (const GeneratorDeath& death : *restarted) {
     restart_records_.push_back(
         {death.name, death.how, absl::ToDoubleSeconds(absl::Now() - death.time)});
     log_(absl::StrCat(death.name, " is back at ", generators_[death.generator]->address(),

@@ -71,8 +71,9 @@ class JobServices final : public GeneratorRecovery {
   // True iff the trainer this job started is dead, or dies within `wait`.
   bool TrainerDied(absl::Duration wait);
   // Starts the dead trainer again, from the run's last checkpoint when there is one, within
-  // [trainer] max_restarts (RestartBudgetSpentError once spent), connects to it and re-forms the
-  // weight-sync group. The caller rolls the job back to the checkpoint (Job::Resume).
+  // [trainer] max_restarts (RestartBudgetSpentError once spent), connects to it, restarts the
+  // generators that died too (the loop had not seen it yet) and re-forms the weight-sync group.
+  // The caller rolls the job back to the checkpoint (Job::Resume).
   absl::Status RestartTrainer();
 
   // Stops every child (SIGTERM, grace, SIGKILL). Safe to call more than once.
@@ -101,6 +102,8 @@ class JobServices final : public GeneratorRecovery {
   void RestartSideService(const ChildExit& exit);
   // Restarts generator `g` (its backoff first), waits until it serves, gives it a new client.
   absl::Status RestartOne(const GeneratorDeath& death);
+  // RestartOne for each generator of `dead` once; returns those restarted (first death each).
+  absl::StatusOr<std::vector<GeneratorDeath>> RestartEach(const std::vector<GeneratorDeath>& dead);
   // `lockstep serve trainer …`, resuming from `resume_dir` when non-empty.
   std::vector<std::string> TrainerArgv(const std::string& resume_dir) const;
   // Generator index of a started generator's child name, or -1.
