@@ -11,6 +11,7 @@
 #include "CLI/CLI.hpp"
 #include "bench/model/throughput.h"
 #include "model/checkpoint.h"
+#include "model/compute_threads.h"
 #include "model/kernels/linear_cpu.h"
 #include "model/kernels/linear_ops.h"
 #include "model/kernels/elementwise_ops.h"
@@ -103,10 +104,14 @@ int main(int argc, char** argv) {
   bool skip_model = false;
   app.add_option("--json", json_path, "Write results as JSON here");
   app.add_option("--seconds", seconds, "Minimum timed seconds per figure")->capture_default_str();
-  app.add_option("--threads", threads, "Intra-op threads (0 = LibTorch default)");
+  app.add_option("--threads", threads,
+                 "Threads of LibTorch and OpenBLAS (0 = the physical cores)");
   app.add_flag("--skip-model", skip_model, "Skip the whole-model figures");
   CLI11_PARSE(app, argc, argv);
-  if (threads > 0) torch::set_num_threads(threads);
+  // LibTorch's pool and OpenBLAS's own (which torch::set_num_threads leaves at one thread per
+  // core): stock and fixed-order figures at the same thread count. Before, "1 thread" timed
+  // stock sgemm on every core against the kernel on one.
+  SetComputeThreads(threads);
   const std::string cpu = CpuModelName();
   const std::string linear_variant = kernels::LinearKernelDescription();
   std::printf("bench_kernels: %s, %d threads\n  fixed-order linear: %s\n", cpu.c_str(),
