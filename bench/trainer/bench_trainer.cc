@@ -133,13 +133,14 @@ int Main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Untimed steps per mode first")->capture_default_str();
   app.add_option("--micro-batch-tokens", micro_batch_tokens)->capture_default_str();
   app.add_option("--seq", seq_len, "Tokens per sequence")->capture_default_str();
-  app.add_option("--threads", threads, "Intra-op threads (0 = LibTorch default)");
+  app.add_option("--threads", threads,
+                 "Threads of LibTorch and OpenBLAS (0 = the physical cores)");
   app.add_option("--blas-seconds", blas_seconds)->capture_default_str();
   app.add_option("--modes", modes_flag, "both, fast or batch_invariant (one mode: for profiling)")
       ->check(CLI::IsMember({"both", "fast", "batch_invariant"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (threads > 0) SetComputeThreads(threads);
+  SetComputeThreads(threads);  // both pools: fast mode's sgemm and our kernels on the same count
   if (seq_len <= 0 || micro_batch_tokens < seq_len) {
     std::fprintf(stderr, "error: need 0 < --seq <= --micro-batch-tokens\n");
     return 1;
