@@ -203,6 +203,8 @@ absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
   if (services_.recovery != nullptr) {
     std::vector<RestartRecord> restarts = services_.recovery->TakeRestartRecords();
     if (!restarts.empty()) record.restarts = std::move(restarts);
+    std::vector<FirstSampleRecord> first_samples = TakeFirstSamples();
+    if (!first_samples.empty()) record.first_samples = std::move(first_samples);
     record.prompts_resubmitted = std::exchange(step_resubmitted_, 0);
     record.generator_restarts = std::exchange(step_restarts_, 0);
   }

@@ -129,9 +129,13 @@ class RlLoop {
   // the restarted one; otherwise `failed` is returned.
   absl::Status TendGenerators();
   absl::StatusOr<SyncFigures> RecoverSync(absl::Status failed, int64_t version);
-  // Restarts the dead (RestartGenerators), refreshes services_.generators, counts restarts.
+  // Restarts the dead (RestartGenerators), refreshes services_.generators, counts restarts and
+  // awaits each new process's first samples (TakeFirstSamples).
   absl::Status RestartDead(const std::vector<GeneratorDeath>& dead, int64_t version);
   void Resubmit(const std::shared_ptr<PromptInFlight>& prompt, int64_t generator);
+  // The restarted generators whose new process has returned samples since the last call
+  // (step_record.h FirstSampleRecord); they are no longer awaited.
+  std::vector<FirstSampleRecord> TakeFirstSamples();
   // The multi-turn form of a submitted prompt's generation and scoring (services_.environment).
   void SubmitEpisodes(const std::shared_ptr<PromptInFlight>& prompt);
   // The rollouts of the batch with their advantages; counts failed items and ages.
@@ -160,6 +164,14 @@ class RlLoop {
   int64_t step_resubmitted_ = 0;       // this step's resubmissions and restarts
   int64_t step_restarts_ = 0;
   int64_t next_live_ = 0;  // round robin of resubmissions over live generators
+  // Restarted generators whose new process (incarnation) has not returned samples yet.
+  struct AwaitedFirstSamples {
+    int64_t generator = 0;
+    std::string name;
+    absl::Time death;
+    int64_t incarnation = 0;
+  };
+  std::vector<AwaitedFirstSamples> awaited_first_samples_;
   std::function<absl::Status()> tend_;  // TendGenerators, or null without recovery
 };
 

@@ -7,6 +7,7 @@
 // recovery. A call that went to an earlier incarnation of a generator (restarted since) was lost
 // with it.
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -50,7 +51,31 @@ absl::Status RlLoop::RestartDead(const std::vector<GeneratorDeath>& dead, int64_
   if (!restarted.ok()) return restarted;
   services_.generators = services_.recovery->generators();
   step_restarts_ += static_cast<int64_t>(dead.size());
+  for (const GeneratorDeath& death : dead) {
+    // A generator restarted again before its last process returned anything: time the newest.
+    awaited_first_samples_.erase(
+        std::remove_if(awaited_first_samples_.begin(), awaited_first_samples_.end(),
+                       [&](const AwaitedFirstSamples& a) { return a.generator == death.generator; }),
+        awaited_first_samples_.end());
+    awaited_first_samples_.push_back({death.generator, death.name, death.time,
+                                      services_.recovery->incarnation(death.generator)});
+  }
   return absl::OkStatus();
+}
+
+std::vector<FirstSampleRecord> RlLoop::TakeFirstSamples() {
+  std::vector<FirstSampleRecord> arrived;
+  std::vector<AwaitedFirstSamples> still_awaited;
+  for (AwaitedFirstSamples& awaited : awaited_first_samples_) {
+    std::optional<absl::Time> first = queue_->FirstSamples(awaited.generator, awaited.incarnation);
+    if (first.has_value()) {
+      arrived.push_back({awaited.name, absl::ToDoubleSeconds(*first - awaited.death)});
+    } else {
+      still_awaited.push_back(std::move(awaited));
+    }
+  }
+  awaited_first_samples_ = std::move(still_awaited);
+  return arrived;
 }
 
 absl::Status RlLoop::TendGenerators() {

@@ -10,7 +10,9 @@ namespace lockstep::orchestrator {
 RolloutQueue::RolloutQueue(int64_t num_generators)
     : calls_in_flight_(num_generators, 0),
       idle_(num_generators, absl::ZeroDuration()),
-      idle_since_(num_generators, absl::Now()) {}
+      idle_since_(num_generators, absl::Now()),
+      first_samples_incarnation_(num_generators, -1),
+      first_samples_time_(num_generators, absl::InfinitePast()) {}
 
 void RolloutQueue::Push(std::shared_ptr<PromptInFlight> prompt) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -32,6 +34,12 @@ bool RolloutQueue::WaitForCallbacks(absl::Duration timeout) {
                            [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
                              return callbacks_pending_ == 0;
                            });
+}
+
+std::optional<absl::Time> RolloutQueue::FirstSamples(int64_t g, int64_t incarnation) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (first_samples_incarnation_[g] != incarnation) return std::nullopt;
+  return first_samples_time_[g];
 }
 
 absl::Duration RolloutQueue::TakeGeneratorIdle(int64_t g) {
@@ -71,6 +79,11 @@ std::shared_ptr<PromptInFlight> RolloutQueue::MarkGenerated(
     if (error_.ok()) error_ = samples.status();
   } else {
     prompt->samples = *std::move(samples);
+    const int64_t g = prompt->generator;
+    if (prompt->incarnation > first_samples_incarnation_[g]) {
+      first_samples_incarnation_[g] = prompt->incarnation;
+      first_samples_time_[g] = prompt->generated;
+    }
   }
   changed_.notify_all();
   return prompt;

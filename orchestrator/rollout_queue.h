@@ -21,6 +21,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,11 @@ class RolloutQueue {
   // Calls submitted to a generator whose samples have not all arrived.
   int64_t num_generating() const;
 
+  // When process `incarnation` of generator `g` first returned samples (a call that went to it
+  // succeeded), or nullopt if it has not yet. Only the latest incarnation that returned samples
+  // is remembered.
+  std::optional<absl::Time> FirstSamples(int64_t g, int64_t incarnation) const;
+
   // Time generator `g` had no call in flight since the last TakeGeneratorIdle(g).
   absl::Duration TakeGeneratorIdle(int64_t g);
 
@@ -118,6 +124,9 @@ class RolloutQueue {
   std::vector<int64_t> calls_in_flight_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Duration> idle_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Time> idle_since_ ABSL_GUARDED_BY(mu_);
+  // Per generator: the latest incarnation that returned samples (-1: none), and when it first did.
+  std::vector<int64_t> first_samples_incarnation_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Time> first_samples_time_ ABSL_GUARDED_BY(mu_);
   int64_t callbacks_pending_ ABSL_GUARDED_BY(mu_) = 0;
   bool keep_failed_calls_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -75,6 +75,17 @@ struct RestartRecord {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RestartRecord, service, cause, recovery_s)
 
+// A restarted generator's first samples: the seconds from its death until the first generation
+// call of its new process returned (the n samples of a prompt arrive together). In the first
+// step record written after they arrived, which may be a later step than its restart record:
+// while a live generator takes the dead one's prompts, the new process may get work only in the
+// next step.
+struct FirstSampleRecord {
+  std::string service;  // "generator1"
+  double first_sample_s = 0;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FirstSampleRecord, service, first_sample_s)
+
 struct StepRecord {
   int64_t step = 0;  // RL steps done after this one (1-based)
   std::optional<int64_t> weight_version;
@@ -121,6 +132,7 @@ struct StepRecord {
   std::optional<int64_t> prompts_resubmitted;
   std::optional<int64_t> generator_restarts;  // this step
   std::optional<std::vector<RestartRecord>> restarts;  // every service restarted, with its cause
+  std::optional<std::vector<FirstSampleRecord>> first_samples;  // of restarted generators
   // Background checkpoints seen by this step's train call: how long the checkpoint taken
   // before it held the trainer, and the duration of a write that finished before it.
   std::optional<double> checkpoint_blocking_ms;
@@ -134,7 +146,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     train_tokens_per_s, parity, time, staleness, episodes, idle_fraction_trainer,
     idle_fraction_generator, sync_bytes, swap_pause_ms, sync_trainer_s, prompts_trained,
     prompts_dropped_by_policy, prompts_failed, prompts_resubmitted, generator_restarts, restarts,
-    checkpoint_blocking_ms, checkpoint_write_ms)
+    first_samples, checkpoint_blocking_ms, checkpoint_write_ms)
 
 // The figures folded over step records that summary.json reports as they are: RlTotals folds
 // them and JobSummary (job_summary.h) holds them, both by deriving from this struct.

@@ -149,6 +149,19 @@ TEST_F(GeneratorRestartTest, KilledGeneratorIsRestartedAndTheJobEndsWithTheSameW
   EXPECT_EQ(prompts["in_flight"], 0);
   // Generator1 held step 3's prompts 1 and 3 when it froze: both were generated again.
   EXPECT_GE(prompts["resubmitted"].get<int64_t>(), 1) << prompts;
+  // Its restart and the first samples of the new process are timed from its death; those come
+  // after it holds the weights (no call goes to it before), in that step or a later one.
+  double recovery_s = -1, first_sample_s = -1;
+  for (const nlohmann::json& record : test_support::JsonLines(metrics)) {
+    for (const nlohmann::json& restart : record.value("restarts", nlohmann::json::array())) {
+      if (restart["service"] == "generator1") recovery_s = restart["recovery_s"].get<double>();
+    }
+    for (const nlohmann::json& first : record.value("first_samples", nlohmann::json::array())) {
+      if (first["service"] == "generator1") first_sample_s = first["first_sample_s"].get<double>();
+    }
+  }
+  EXPECT_GT(recovery_s, 0);
+  EXPECT_GE(first_sample_s, recovery_s) << "no first_samples record of generator1, or too early";
 
   // The same tokens came back, so training went exactly as without the kill.
   const std::string clean_weights =
