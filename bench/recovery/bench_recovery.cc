@@ -36,7 +36,10 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "common/child_process.h"
 #include "nlohmann/json.hpp"
+#include "tests/faults/process_watch.h"
 
 #ifndef LOCKSTEP_BINARY
 #define LOCKSTEP_BINARY "build/lockstep"
@@ -46,6 +49,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using lockstep::fault_test::LineCount;
+using lockstep::fault_test::ProcessWritingTo;
 
 constexpr int kGenerators = 2;
 constexpr double kFirstSampleGoalSeconds = 5.0;  // base preset, 2 cores
@@ -105,45 +110,20 @@ std::string CpuDescription() {
   return model + ", " + std::to_string(count) + " CPUs";
 }
 
-// The pid of the process whose stdout is `log` (a supervised child writes to its log), or -1.
-// As tests/faults/fault_test_support.h's ProcessWritingTo, which a bench cannot include (gtest).
-pid_t ProcessWritingTo(const fs::path& log) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code error;
-    const fs::path target = fs::read_symlink(entry.path() / "fd" / "1", error);
-    if (!error && target == log) return std::stoi(name);
-  }
-  return -1;
-}
-
-int64_t LineCount(const fs::path& path) {
-  std::ifstream in(path);
-  int64_t lines = 0;
-  for (std::string line; std::getline(in, line);) ++lines;
-  return lines;
-}
-
-// Starts `lockstep args...` in a process group of its own, output to `log`.
+// Starts `lockstep args...` in a process group of its own, output to `log`; -1 if it cannot.
 pid_t SpawnJob(const std::string& lockstep, const std::vector<std::string>& args,
                const fs::path& log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    FILE* out = std::fopen(log.c_str(), "w");
-    if (out != nullptr) {
-      dup2(fileno(out), 1);
-      dup2(fileno(out), 2);
-    }
-    std::vector<char*> argv = {const_cast<char*>(lockstep.c_str())};
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+  lockstep::ChildProcessOptions options;
+  options.argv = {lockstep};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.output_path = log.string();
+  options.own_process_group = true;
+  absl::StatusOr<pid_t> pid = lockstep::StartChildProcess(options);
+  if (!pid.ok()) {
+    std::fprintf(stderr, "bench_recovery: %s\n", pid.status().ToString().c_str());
+    return -1;
   }
-  setpgid(pid, pid);  // also here, so that a kill before the child ran it reaches the group
-  return pid;
+  return *pid;
 }
 
 // The job's exit code (128 + signal if it died) once it ended; nullopt if it is still running.
@@ -283,6 +263,7 @@ int main(int argc, char** argv) {
       {"run", (root / "job.toml").string(), "--name", "run", "--set",
        "job.output_root=\"" + root.string() + "\"", "--set", "job.steps=" + std::to_string(steps)},
       job_log);
+  if (job < 0) return fail("cannot start " + lockstep);
   std::optional<int> exit_code;
   if (!WaitWhileRunning(
           job, deadline, [&] { return LineCount(metrics) >= kill_after; }, &exit_code)) {
