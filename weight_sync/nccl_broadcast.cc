@@ -18,17 +18,16 @@ absl::Status NcclStatus(ncclResult_t result, ncclComm_t comm, absl::string_view 
   std::string message = absl::StrCat(what, ": ", ncclGetErrorString(result));
   const char* detail = ncclGetLastError(comm);
   if (detail != nullptr && detail[0] != '\0') absl::StrAppend(&message, ": ", detail);
-  switch (result) {
-    case ncclInvalidArgument:
-      return absl::InvalidArgumentError(message);
-    case ncclInvalidUsage:
-      return absl::FailedPreconditionError(message);
-    case ncclSystemError:
-    case ncclRemoteError:
-      return absl::UnavailableError(message);
-    default:  // ncclUnhandledCudaError, ncclInternalError
-      return absl::InternalError(message);
+  // ncclUnhandledCudaError, ncclInternalError and anything newer: Internal.
+  absl::StatusCode code = absl::StatusCode::kInternal;
+  if (result == ncclInvalidArgument) {
+    code = absl::StatusCode::kInvalidArgument;
+  } else if (result == ncclInvalidUsage) {
+    code = absl::StatusCode::kFailedPrecondition;
+  } else if (result == ncclSystemError || result == ncclRemoteError) {
+    code = absl::StatusCode::kUnavailable;  // a peer or the network: worth a new group
   }
+  return absl::Status(code, message);
 }
 
 }  // namespace
@@ -147,14 +146,15 @@ absl::Status NcclCommunicator::WaitUntilReady(absl::string_view operation, absl:
 
 absl::Status NcclCommunicator::Broadcast(void* device_buffer, size_t bytes, int root,
                                          cudaStream_t stream, absl::Time deadline) {
-  absl::Status status = CheckBroadcastArguments(device_buffer, bytes, root, world_size_);
-  if (!status.ok()) return status;
   const std::string operation =
       absl::StrCat("NCCL broadcast of ", bytes, " bytes from root ", root);
+  // An aborted or closed communicator refuses every call, whatever its arguments.
   if (comm_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(Describe(operation), ": the communicator was aborted or closed"));
   }
+  absl::Status status = CheckBroadcastArguments(device_buffer, bytes, root, world_size_);
+  if (!status.ok()) return status;
   int current = -1;
   status = CudaStatus(cudaGetDevice(&current), Describe(operation) + ": cudaGetDevice");
   if (!status.ok()) return status;
