@@ -185,7 +185,6 @@ class Trainer {
  private:
   Trainer(std::shared_ptr<Transformer> model, TrainerOptions options, GradientReducer* reducer);
 
-  struct Sequence;  // one packed sequence of a step: tokens and its completion rows
   // SaveModel into `dir` through `dir`.tmp and a rename; nothing when `dir` exists.
   absl::Status SaveWeightsOnce(const std::string& dir) const;
   // InvalidArgument "<what> <index>: <problem>" for a sequence the model cannot score.

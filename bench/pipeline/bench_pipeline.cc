@@ -43,6 +43,8 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "common/child_process.h"
 #include "nlohmann/json.hpp"
 
 #ifndef LOCKSTEP_BINARY
@@ -52,6 +54,9 @@
 namespace {
 
 namespace fs = std::filesystem;
+using lockstep::ChildProcessOptions;
+using lockstep::StartChildProcess;
+using lockstep::WaitForChild;
 
 constexpr char kJob[] = R"(
 [job]
@@ -109,30 +114,26 @@ std::string ReadLoadAverage() {
 int RunJob(const std::string& lockstep, const std::vector<std::string>& args, const fs::path& log,
            double* wall_seconds, double* cpu_seconds) {
   const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* out = std::fopen(log.c_str(), "w");
-    if (out != nullptr) {
-      dup2(fileno(out), 1);
-      dup2(fileno(out), 2);
-    }
-    std::vector<char*> argv = {const_cast<char*>(lockstep.c_str())};
-    for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
+  ChildProcessOptions options;
+  options.argv = {lockstep};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  options.output_path = log.string();
+  absl::StatusOr<pid_t> pid = StartChildProcess(options);
+  if (!pid.ok()) {
+    std::fprintf(stderr, "bench_pipeline: %s\n", pid.status().ToString().c_str());
+    return 127;
   }
-  int status = 0;
   struct rusage before {};
   getrusage(RUSAGE_CHILDREN, &before);
-  waitpid(pid, &status, 0);
+  const absl::StatusOr<int> status = WaitForChild(*pid);
   struct rusage after {};
   getrusage(RUSAGE_CHILDREN, &after);
   auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
   *cpu_seconds = seconds(after.ru_utime) - seconds(before.ru_utime) + seconds(after.ru_stime) -
                  seconds(before.ru_stime);
   *wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  if (!status.ok()) return 128;
+  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128;
 }
 
 bool Measure(const std::string& lockstep, const fs::path& root, int staleness, int repeat,

@@ -77,7 +77,9 @@ TEST_F(CheckpointWriterTest, SavesInARowAreWrittenInOrderAndStepsReportTheirTime
     ASSERT_TRUE(step.ok()) << step.status();
     // The step after a background save reports how long that save held the trainer.
     EXPECT_EQ(step->checkpoint_blocking_ms.has_value(), i > 0) << i;
-    if (i > 0) EXPECT_GE(*step->checkpoint_blocking_ms, 0.0);
+    if (i > 0) {
+      EXPECT_GE(*step->checkpoint_blocking_ms, 0.0);
+    }
     saved.push_back(CloneMap(trainer->Parameters()));
     ASSERT_TRUE(trainer->SaveCheckpoint("c" + std::to_string(i), /*background=*/true).ok());
     EXPECT_LE(trainer->last_checkpoint_times().copy_ms,
