@@ -51,7 +51,7 @@ void AddInitModelCommand(CLI::App& app) {
   CLI::App* command =
       app.add_subcommand("init-model", "Write a randomly initialised model (Hugging Face layout)");
   command->add_option("--arch", flags->architecture, "Architecture")
-      ->check(CLI::IsMember({"qwen3", "llama"}))
+      ->check(CLI::IsMember({"qwen3", "llama", "qwen3_moe"}))
       ->capture_default_str();
   command->add_option("--preset", flags->preset, "Size: tiny (~1M), small (~10M), base (~100M)")
       ->check(CLI::IsMember({"tiny", "small", "base"}))

@@ -86,6 +86,10 @@ std::vector<OpInput> InputsOf(int64_t layer, Op op, int64_t num_layers, bool has
       return {{layer, Op::kGateProj}, {layer, Op::kUpProj}};
     case Op::kDownProj:
       return {{layer, Op::kSiluMul}};
+    case Op::kRouterLogits:
+      return {{layer, Op::kPostAttentionNorm}};
+    case Op::kMoe:
+      return {{layer, Op::kPostAttentionNorm}, {layer, Op::kRouterLogits}};
     case Op::kMlpResidual:
       return {{layer, Op::kAttentionResidual}, {layer, Op::kDownProj}};
     case Op::kFinalNorm:

@@ -11,6 +11,26 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Each architecture's names: lockstep's (--arch), Hugging Face's class and model_type.
+struct ArchitectureNames {
+  Architecture architecture;
+  const char* name;
+  const char* hf_class;
+  const char* model_type;
+};
+constexpr ArchitectureNames kArchitectures[] = {
+    {Architecture::kQwen3, "qwen3", "Qwen3ForCausalLM", "qwen3"},
+    {Architecture::kLlama, "llama", "LlamaForCausalLM", "llama"},
+    {Architecture::kQwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe"},
+};
+
+const ArchitectureNames& NamesOf(Architecture architecture) {
+  for (const ArchitectureNames& names : kArchitectures) {
+    if (names.architecture == architecture) return names;
+  }
+  return kArchitectures[0];
+}
+
 absl::Status FieldError(absl::string_view source, absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(source, ": field '", field, "' ", why));
 }
@@ -56,6 +76,34 @@ absl::Status ReadBool(const Json& json, absl::string_view source, const char* fi
   if (!it->is_boolean()) return FieldError(source, field, "must be true or false");
   *out = it->get<bool>();
   return absl::OkStatus();
+}
+
+// A list of integers; missing or null is the empty list.
+absl::Status ReadIntList(const Json& json, absl::string_view source, const char* field,
+                         std::vector<int64_t>* out) {
+  out->clear();
+  auto it = json.find(field);
+  if (it == json.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_array()) return FieldError(source, field, "must be a list of integers");
+  for (const Json& item : *it) {
+    if (!item.is_number_integer()) return FieldError(source, field, "must be a list of integers");
+    out->push_back(item.get<int64_t>());
+  }
+  return absl::OkStatus();
+}
+
+// The Qwen3-MoE fields, with Hugging Face's Qwen3MoeConfig defaults where one is missing.
+absl::Status ReadMoeFields(const Json& json, absl::string_view source, ModelConfig* c) {
+  absl::Status s = ReadInt(json, source, "num_experts", &c->num_experts, 128);
+  if (s.ok()) s = ReadInt(json, source, "num_experts_per_tok", &c->num_experts_per_tok, 8);
+  if (s.ok()) s = ReadInt(json, source, "moe_intermediate_size", &c->moe_intermediate_size, 768);
+  if (s.ok()) s = ReadBool(json, source, "norm_topk_prob", &c->norm_topk_prob, false);
+  if (s.ok()) s = ReadInt(json, source, "decoder_sparse_step", &c->decoder_sparse_step, 1);
+  if (s.ok()) s = ReadIntList(json, source, "mlp_only_layers", &c->mlp_only_layers);
+  if (s.ok()) {
+    s = ReadDouble(json, source, "router_aux_loss_coef", &c->router_aux_loss_coef, 0.001);
+  }
+  return s;
 }
 
 // `eos_token_id` may be an integer or a list (Llama 3 instruct); the first entry is kept.
@@ -120,6 +168,31 @@ absl::Status Positive(absl::string_view source, const char* field, int64_t value
   return absl::OkStatus();
 }
 
+absl::Status ValidateMoeFields(const ModelConfig& c, absl::string_view source) {
+  if (c.num_experts < 0) return FieldError(source, "num_experts", "must be >= 0");
+  if (c.decoder_sparse_step <= 0) {
+    return FieldError(source, "decoder_sparse_step",
+                      absl::StrCat("must be > 0, got ", c.decoder_sparse_step));
+  }
+  for (int64_t layer : c.mlp_only_layers) {
+    if (layer < 0 || layer >= c.num_hidden_layers) {
+      return FieldError(source, "mlp_only_layers",
+                        absl::StrCat("names layer ", layer, ", outside [0, num_hidden_layers=",
+                                     c.num_hidden_layers, ")"));
+    }
+  }
+  if (!(c.router_aux_loss_coef >= 0)) {
+    return FieldError(source, "router_aux_loss_coef", "must be >= 0");
+  }
+  if (c.num_experts == 0) return absl::OkStatus();  // every layer dense, as in Hugging Face
+  if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts) {
+    return FieldError(source, "num_experts_per_tok",
+                      absl::StrCat("(", c.num_experts_per_tok, ") must be in [1, num_experts=",
+                                   c.num_experts, "]"));
+  }
+  return Positive(source, "moe_intermediate_size", c.moe_intermediate_size);
+}
+
 absl::Status ValidateConfigFrom(const ModelConfig& c, absl::string_view source) {
   absl::Status s = Positive(source, "vocab_size", c.vocab_size);
   if (s.ok()) s = Positive(source, "hidden_size", c.hidden_size);
@@ -161,6 +234,7 @@ absl::Status ValidateConfigFrom(const ModelConfig& c, absl::string_view source) 
                         absl::StrCat("(", *id, ") must be in [0, vocab_size=", c.vocab_size, ")"));
     }
   }
+  if (c.architecture == Architecture::kQwen3Moe) return ValidateMoeFields(c, source);
   return absl::OkStatus();
 }
 
@@ -172,10 +246,22 @@ int64_t ModelConfig::NumParameters() const {
   const int64_t o = num_attention_heads * head_dim * hidden_size;
   const int64_t bias = attention_bias ? (num_attention_heads + 2 * num_key_value_heads) * head_dim : 0;
   const int64_t norms = 2 * hidden_size + (HasQkNorm() ? 2 * head_dim : 0);
-  const int64_t mlp = 3 * hidden_size * intermediate_size;
-  const int64_t per_layer = q + kv + o + bias + norms + mlp;
+  const int64_t dense_mlp = 3 * hidden_size * intermediate_size;
+  const int64_t sparse_mlp = num_experts * (hidden_size + 3 * hidden_size * moe_intermediate_size);
+  int64_t layers = 0;
+  for (int64_t layer = 0; layer < num_hidden_layers; ++layer) {
+    layers += q + kv + o + bias + norms + (IsSparseLayer(layer) ? sparse_mlp : dense_mlp);
+  }
   const int64_t embed = vocab_size * hidden_size;
-  return num_hidden_layers * per_layer + hidden_size + embed * (tie_word_embeddings ? 1 : 2);
+  return layers + hidden_size + embed * (tie_word_embeddings ? 1 : 2);
+}
+
+bool ModelConfig::IsSparseLayer(int64_t layer) const {
+  if (architecture != Architecture::kQwen3Moe || num_experts <= 0) return false;
+  for (int64_t dense : mlp_only_layers) {
+    if (dense == layer) return false;
+  }
+  return (layer + 1) % decoder_sparse_step == 0;
 }
 
 absl::Status ValidateConfig(const ModelConfig& config) {
@@ -183,10 +269,11 @@ absl::Status ValidateConfig(const ModelConfig& config) {
 }
 
 absl::StatusOr<Architecture> ParseArchitectureName(absl::string_view name) {
-  if (name == "qwen3" || name == "Qwen3ForCausalLM") return Architecture::kQwen3;
-  if (name == "llama" || name == "LlamaForCausalLM") return Architecture::kLlama;
+  for (const ArchitectureNames& names : kArchitectures) {
+    if (name == names.name || name == names.hf_class) return names.architecture;
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("architecture '", name, "' is not supported (qwen3, llama)"));
+      absl::StrCat("architecture '", name, "' is not supported (qwen3, llama, qwen3_moe)"));
 }
 
 absl::string_view StorageDtypeName(StorageDtype dtype) {
@@ -213,14 +300,15 @@ absl::StatusOr<ModelConfig> ParseConfigJson(absl::string_view json_text, absl::s
     return FieldError(source, "architectures", "must be a list with one architecture name");
   }
   const std::string arch_name = (*arch)[0].get<std::string>();
-  if (arch_name == "Qwen3ForCausalLM") {
-    c.architecture = Architecture::kQwen3;
-  } else if (arch_name == "LlamaForCausalLM") {
-    c.architecture = Architecture::kLlama;
-  } else {
+  bool known = false;
+  for (const ArchitectureNames& names : kArchitectures) {
+    if (arch_name == names.hf_class) c.architecture = names.architecture, known = true;
+  }
+  if (!known) {
     return FieldError(source, "architectures",
                       absl::StrCat("'", arch_name,
-                                   "' is not supported (Qwen3ForCausalLM, LlamaForCausalLM)"));
+                                   "' is not supported (Qwen3ForCausalLM, LlamaForCausalLM, "
+                                   "Qwen3MoeForCausalLM)"));
   }
 
   absl::Status s = ReadInt(json, source, "vocab_size", &c.vocab_size);
@@ -249,6 +337,7 @@ absl::StatusOr<ModelConfig> ParseConfigJson(absl::string_view json_text, absl::s
   if (s.ok()) s = ReadRopeScaling(json, source, &c.rope_scaling);
   if (s.ok()) s = ReadTokenId(json, source, "bos_token_id", &c.bos_token_id);
   if (s.ok()) s = ReadTokenId(json, source, "eos_token_id", &c.eos_token_id);
+  if (s.ok() && c.architecture == Architecture::kQwen3Moe) s = ReadMoeFields(json, source, &c);
   if (!s.ok()) return s;
   if (auto act = json.find("hidden_act"); act != json.end() && act->is_string() &&
                                           act->get<std::string>() != "silu") {
@@ -279,10 +368,11 @@ absl::StatusOr<ModelConfig> LoadConfig(const std::filesystem::path& model_dir) {
 }
 
 std::string ConfigToJson(const ModelConfig& c) {
-  const bool qwen = c.architecture == Architecture::kQwen3;
+  const bool qwen = c.HasQkNorm();  // Qwen3 dense or MoE
+  const ArchitectureNames& names = NamesOf(c.architecture);
   Json json = {
-      {"architectures", {qwen ? "Qwen3ForCausalLM" : "LlamaForCausalLM"}},
-      {"model_type", qwen ? "qwen3" : "llama"},
+      {"architectures", {names.hf_class}},
+      {"model_type", names.model_type},
       {"vocab_size", c.vocab_size},
       {"hidden_size", c.hidden_size},
       {"intermediate_size", c.intermediate_size},
@@ -307,6 +397,16 @@ std::string ConfigToJson(const ModelConfig& c) {
   } else {
     json["mlp_bias"] = false;
     json["pretraining_tp"] = 1;
+  }
+  if (c.architecture == Architecture::kQwen3Moe) {
+    json["num_experts"] = c.num_experts;
+    json["num_experts_per_tok"] = c.num_experts_per_tok;
+    json["moe_intermediate_size"] = c.moe_intermediate_size;
+    json["norm_topk_prob"] = c.norm_topk_prob;
+    json["decoder_sparse_step"] = c.decoder_sparse_step;
+    json["mlp_only_layers"] = c.mlp_only_layers;
+    json["router_aux_loss_coef"] = c.router_aux_loss_coef;
+    json["output_router_logits"] = false;
   }
   if (c.rope_scaling) {
     json["rope_scaling"] = {
@@ -350,6 +450,15 @@ absl::StatusOr<ModelConfig> PresetConfig(Architecture architecture, absl::string
   if (architecture == Architecture::kQwen3) {
     c.rope_theta = 1000000.0;
     c.tie_word_embeddings = true;  // as the small Qwen3 checkpoints
+  } else if (architecture == Architecture::kQwen3Moe) {
+    c.rope_theta = 1000000.0;
+    c.tie_word_embeddings = false;  // as Qwen3-30B-A3B
+    c.num_experts = 8;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = c.intermediate_size / 2;  // top-2: the dense preset's active width
+    c.norm_topk_prob = true;                            // as Qwen3-30B-A3B
+    c.decoder_sparse_step = 1;
+    c.router_aux_loss_coef = 0.001;  // Hugging Face's default; a trainer applies its own
   } else {
     c.rope_theta = 500000.0;
     c.tie_word_embeddings = false;

@@ -10,6 +10,7 @@ constexpr std::array<const char*, kNumOps> kOpNames = {
     "q_norm",      "k_norm",     "rope_q",    "rope_k",  "attention",
     "o_proj",      "attention_residual",      "post_attention_norm",
     "gate_proj",   "up_proj",    "silu_mul",  "down_proj",
+    "router_logits", "moe",
     "mlp_residual", "final_norm", "lm_head",  "log_softmax",
 };
 

@@ -32,11 +32,13 @@ enum class Op : int {
   kOProj,              // o_proj
   kAttentionResidual,  // residual + o_proj
   kPostAttentionNorm,  // post_attention_layernorm
-  kGateProj,           // gate_proj
-  kUpProj,             // up_proj
-  kSiluMul,            // silu(gate) * up
-  kDownProj,           // down_proj
-  kMlpResidual,        // residual + down_proj: the layer's output
+  kGateProj,           // gate_proj (dense MLP layers)
+  kUpProj,             // up_proj (dense MLP layers)
+  kSiluMul,            // silu(gate) * up (dense MLP layers)
+  kDownProj,           // down_proj (dense MLP layers)
+  kRouterLogits,       // sparse (MoE) layers: mlp.gate, [tokens, num_experts]
+  kMoe,                // sparse layers: sum over the token's k experts of weight * expert(x)
+  kMlpResidual,        // residual + the MLP's output: the layer's output
   kFinalNorm,          // layer -1: model.norm
   kLmHead,             // layer -1: logits (float32)
   kLogSoftmax,         // layer -1: log_softmax(logits / T) over the vocabulary (float32)
@@ -50,6 +52,13 @@ std::optional<Op> OpFromName(std::string_view name);
 // True for the ops that run inside a decoder layer (the others report layer -1).
 bool IsLayerOp(Op op);
 
+// The routing of one sparse (MoE) layer in one forward; row i is token i of the packed batch.
+struct RoutingDecision {
+  torch::Tensor experts;  // [tokens, k] int64: each token's experts in rank order (best first)
+  torch::Tensor weights;  // [tokens, k] float32: their weights (detached)
+  torch::Tensor load;     // [num_experts] int64: how many of the tokens chose each expert
+};
+
 class ForwardObserver {
  public:
   virtual ~ForwardObserver() = default;
@@ -62,6 +71,11 @@ class ForwardObserver {
   // test that injects a perturbation on purpose (the change then flows downstream).
   virtual void OnOutput(int64_t layer, Op op, const torch::Tensor& output,
                         const std::vector<int64_t>* token_rows) = 0;
+
+  // Called once per sparse layer and forward, after its router chose (before the experts run),
+  // with every token of the forward's packed batch. Default: ignored. The tensors are the
+  // model's own: an observer that keeps them past the call keeps references, never writes.
+  virtual void OnRouting(int64_t /*layer*/, const RoutingDecision& /*routing*/) {}
 };
 
 // What an op site hands the observer: null observer = nothing to do.
@@ -72,6 +86,10 @@ struct OpTap {
   void operator()(Op op, const torch::Tensor& output) const {
     if (observer != nullptr) observer->OnOutput(layer, op, output, nullptr);
   }
+  void operator()(const RoutingDecision& routing) const {
+    if (observer != nullptr) observer->OnRouting(layer, routing);
+  }
+  bool active() const { return observer != nullptr; }
 };
 
 }  // namespace lockstep

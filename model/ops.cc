@@ -163,6 +163,10 @@ torch::Tensor LogSoftmax(const torch::Tensor& logits, double temperature, Numeri
   return torch::log_softmax(scaled, -1);
 }
 
+kernels::TopKRouting TopKRouting(const torch::Tensor& logits, int64_t k, bool normalize) {
+  return kernels::FixedOrderTopKRouting(logits, k, normalize);
+}
+
 void WriteRows(torch::Tensor& destination, const torch::Tensor& rows, const torch::Tensor& source) {
   const bool plain = CpuFloat(destination) && CpuFloat(source) && destination.is_contiguous() &&
                      source.is_contiguous() && rows.is_cpu() && rows.is_contiguous() &&

@@ -13,6 +13,7 @@
 
 #include "model/forward_kind.h"
 #include "model/kernels/linear_ops.h"
+#include "model/kernels/moe_routing_ops.h"
 #include "model/kernels/numeric_mode.h"
 
 namespace lockstep::ops {
@@ -82,6 +83,12 @@ torch::Tensor TargetLogProbs(const torch::Tensor& logits, const torch::Tensor& t
 // CPU logits run the kernel in both modes, which has no backward); in batch-invariant mode its
 // entries equal TargetLogProbs's bit for bit (sampler and trainer agree).
 torch::Tensor LogSoftmax(const torch::Tensor& logits, double temperature, NumericMode mode);
+
+// A mixture-of-experts router's choice for each row of logits [rows, num_experts]: the k most
+// probable experts (softmax in float32, lowest index first among equals) and their
+// probabilities, renormalised when `normalize`. Both modes run the fixed-order kernel
+// (kernels/moe_routing_ops.h): one tie rule everywhere, and the cost is small beside the experts.
+kernels::TopKRouting TopKRouting(const torch::Tensor& logits, int64_t k, bool normalize);
 
 // destination[rows[i]] = source[i] for every i (index_copy_ along dim 0), e.g. new keys into
 // their cache slots. CPU float32 contiguous tensors take a row copy loop (a decode step writes

@@ -125,27 +125,6 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
   return out;
 }
 
-MlpImpl::MlpImpl(const ModelConfig& config, const ModelOptions& options)
-    : mode_(options.numeric_mode) {
-  const torch::Dtype dtype = options.compute_dtype;
-  const int64_t hidden = config.hidden_size, inner = config.intermediate_size;
-  gate_proj = register_module("gate_proj", Linear(hidden, inner, false, dtype, mode_));
-  up_proj = register_module("up_proj", Linear(hidden, inner, false, dtype, mode_));
-  down_proj = register_module("down_proj", Linear(inner, hidden, false, dtype, mode_));
-}
-
-torch::Tensor MlpImpl::forward(const torch::Tensor& x, ForwardKind kind, const OpTap& tap) {
-  torch::Tensor gate = gate_proj(x, kind);
-  tap(Op::kGateProj, gate);
-  torch::Tensor up = up_proj(x, kind);
-  tap(Op::kUpProj, up);
-  torch::Tensor gated = ops::SiluMul(gate, up, mode_);
-  tap(Op::kSiluMul, gated);
-  torch::Tensor down = down_proj(gated, kind);
-  tap(Op::kDownProj, down);
-  return down;
-}
-
 DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const ModelOptions& options,
                                    int64_t layer_index)
     : layer_index_(layer_index) {
@@ -156,7 +135,11 @@ DecoderLayerImpl::DecoderLayerImpl(const ModelConfig& config, const ModelOptions
   self_attn = register_module("self_attn", Attention(config, options, layer_index));
   post_attention_layernorm = register_module(
       "post_attention_layernorm", RmsNorm(config.hidden_size, config.rms_norm_eps, dtype, mode));
-  mlp = register_module("mlp", Mlp(config, options));
+  if (config.IsSparseLayer(layer_index)) {
+    moe = register_module("mlp", MoeBlock(config, dtype, mode));
+  } else {
+    mlp = register_module("mlp", Mlp(config.hidden_size, config.intermediate_size, dtype, mode));
+  }
 }
 
 torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const AttentionPlan& plan,
@@ -168,7 +151,8 @@ torch::Tensor DecoderLayerImpl::forward(const torch::Tensor& x, const AttentionP
   tap(Op::kAttentionResidual, h);
   torch::Tensor post_normed = post_attention_layernorm(h);
   tap(Op::kPostAttentionNorm, post_normed);
-  torch::Tensor out = h + mlp(post_normed, plan.kind, tap);
+  torch::Tensor out =
+      h + (moe ? moe(post_normed, plan.kind, tap) : mlp(post_normed, plan.kind, tap));
   tap(Op::kMlpResidual, out);
   return out;
 }

@@ -1,7 +1,8 @@
-// The one Transformer (Qwen3 dense / Llama 3) shared by the trainer and the generator.
+// The one Transformer (Qwen3 dense, Llama 3, Qwen3-MoE) shared by the trainer and the generator.
 //
 // Forward over a packed batch: embed → N × [RMSNorm → attention → residual → RMSNorm → SwiGLU
-// MLP → residual] → final RMSNorm → LM head. Attention is either training (causal within each
+// MLP, or in Qwen3-MoE's sparse layers a mixture of SwiGLU experts (moe.h) → residual] → final
+// RMSNorm → LM head. Attention is either training (causal within each
 // packed sequence) or paged (reads and appends the caller's block KV cache); see
 // attention_context.h. Parameter names are the Hugging Face names.
 //
@@ -20,6 +21,8 @@
 #include "model/forward_observer.h"
 #include "model/kernels/numeric_mode.h"
 #include "model/layers.h"
+#include "model/mlp.h"
+#include "model/moe.h"
 #include "model/packed_batch.h"
 #include "model/rope.h"
 #include "model/safetensors.h"
@@ -56,19 +59,6 @@ class AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
-class MlpImpl : public torch::nn::Module {
- public:
-  MlpImpl(const ModelConfig& config, const ModelOptions& options);
-  // down(silu(gate(x)) * up(x)) in a forward of `kind`; `tap` sees gate, up, silu·mul and down.
-  torch::Tensor forward(const torch::Tensor& x, ForwardKind kind, const OpTap& tap = {});
-
-  Linear gate_proj{nullptr}, up_proj{nullptr}, down_proj{nullptr};
-
- private:
-  NumericMode mode_;
-};
-TORCH_MODULE(Mlp);
-
 class DecoderLayerImpl : public torch::nn::Module {
  public:
   DecoderLayerImpl(const ModelConfig& config, const ModelOptions& options, int64_t layer_index);
@@ -77,7 +67,10 @@ class DecoderLayerImpl : public torch::nn::Module {
 
   RmsNorm input_layernorm{nullptr}, post_attention_layernorm{nullptr};
   Attention self_attn{nullptr};
+  // Exactly one is set, registered as "mlp" (Hugging Face's name for both): the dense SwiGLU
+  // MLP, or in a sparse Qwen3-MoE layer (ModelConfig::IsSparseLayer) the mixture of experts.
   Mlp mlp{nullptr};
+  MoeBlock moe{nullptr};
 
  private:
   int64_t layer_index_;

@@ -55,9 +55,30 @@ nlohmann::json Llama3Json() {
           {"eos_token_id", {128001, 128008, 128009}}};
 }
 
+// Qwen3-30B-A3B's MoE fields on a Qwen3 body.
+nlohmann::json Qwen3MoeJson() {
+  nlohmann::json json = Qwen3Json();
+  json["architectures"] = {"Qwen3MoeForCausalLM"};
+  json["num_experts"] = 128;
+  json["num_experts_per_tok"] = 8;
+  json["moe_intermediate_size"] = 768;
+  json["norm_topk_prob"] = true;
+  json["decoder_sparse_step"] = 1;
+  json["mlp_only_layers"] = nlohmann::json::array();
+  json["router_aux_loss_coef"] = 0.001;
+  json["output_router_logits"] = false;
+  return json;
+}
+
 absl::Status ParseError(const nlohmann::json& json) {
   return ParseConfigJson(json.dump(), "test/config.json").status();
 }
+
+struct BadField {
+  const char* field;
+  nlohmann::json value;
+  const char* message_part;
+};
 
 TEST(ConfigTest, ParsesQwen3) {
   absl::StatusOr<ModelConfig> c = ParseConfigJson(Qwen3Json().dump());
@@ -84,8 +105,73 @@ TEST(ConfigTest, ParsesLlama3WithRopeScalingAndDerivedHeadDim) {
   EXPECT_EQ(*c->eos_token_id, 128001);  // first of the list
 }
 
+TEST(ConfigTest, ParsesQwen3MoeWithHuggingFaceDefaults) {
+  absl::StatusOr<ModelConfig> c = ParseConfigJson(Qwen3MoeJson().dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, Architecture::kQwen3Moe);
+  EXPECT_TRUE(c->HasQkNorm());
+  EXPECT_EQ(c->num_experts, 128);
+  EXPECT_EQ(c->num_experts_per_tok, 8);
+  EXPECT_EQ(c->moe_intermediate_size, 768);
+  EXPECT_TRUE(c->norm_topk_prob);
+  EXPECT_DOUBLE_EQ(c->router_aux_loss_coef, 0.001);
+  EXPECT_TRUE(c->IsSparseLayer(0));
+  EXPECT_TRUE(c->IsSparseLayer(27));
+
+  nlohmann::json json = Qwen3MoeJson();
+  for (const char* field : {"norm_topk_prob", "decoder_sparse_step", "mlp_only_layers",
+                            "router_aux_loss_coef"}) {
+    json.erase(field);
+  }
+  json["mlp_only_layers"] = nullptr;
+  c = ParseConfigJson(json.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->norm_topk_prob);  // Qwen3MoeConfig's defaults
+  EXPECT_EQ(c->decoder_sparse_step, 1);
+  EXPECT_TRUE(c->mlp_only_layers.empty());
+  EXPECT_DOUBLE_EQ(c->router_aux_loss_coef, 0.001);
+
+  json = Qwen3MoeJson();
+  json["decoder_sparse_step"] = 2;
+  json["mlp_only_layers"] = {1, 5};
+  c = ParseConfigJson(json.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<int64_t> sparse;
+  for (int64_t layer = 0; layer < 8; ++layer) {
+    if (c->IsSparseLayer(layer)) sparse.push_back(layer);
+  }
+  EXPECT_EQ(sparse, (std::vector<int64_t>{3, 7}));  // odd layers, less 1 and 5
+  json["num_experts"] = 0;  // Hugging Face: no experts, every layer dense
+  c = ParseConfigJson(json.dump());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->IsSparseLayer(3));
+}
+
+TEST(ConfigTest, RejectsBadQwen3MoeFieldsNamingTheField) {
+  const BadField cases[] = {
+      {"num_experts_per_tok", 129, "'num_experts_per_tok'"},
+      {"num_experts_per_tok", 0, "'num_experts_per_tok'"},
+      {"num_experts", -1, "'num_experts'"},
+      {"moe_intermediate_size", 0, "'moe_intermediate_size'"},
+      {"decoder_sparse_step", 0, "'decoder_sparse_step'"},
+      {"mlp_only_layers", {0, 28}, "'mlp_only_layers' names layer 28"},
+      {"mlp_only_layers", "all", "'mlp_only_layers' must be a list"},
+      {"norm_topk_prob", 1, "'norm_topk_prob'"},
+      {"router_aux_loss_coef", -0.5, "'router_aux_loss_coef'"},
+  };
+  for (const BadField& bad : cases) {
+    nlohmann::json json = Qwen3MoeJson();
+    json[bad.field] = bad.value;
+    absl::Status s = ParseError(json);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad.field;
+    EXPECT_THAT(s.message(), HasSubstr(bad.message_part)) << bad.field << ": " << s.message();
+  }
+  EXPECT_EQ(ParseArchitectureName("qwen3_moe").value(), Architecture::kQwen3Moe);
+  EXPECT_EQ(ParseArchitectureName("Qwen3MoeForCausalLM").value(), Architecture::kQwen3Moe);
+}
+
 TEST(ConfigTest, JsonRoundTripKeepsEveryField) {
-  for (Architecture arch : {Architecture::kQwen3, Architecture::kLlama}) {
+  for (Architecture arch : {Architecture::kQwen3, Architecture::kLlama, Architecture::kQwen3Moe}) {
     absl::StatusOr<ModelConfig> preset = PresetConfig(arch, "small");
     ASSERT_TRUE(preset.ok());
     absl::StatusOr<ModelConfig> back = ParseConfigJson(ConfigToJson(*preset));
@@ -117,12 +203,6 @@ TEST(ConfigTest, RejectsUnsupportedArchitectureNamingTheField) {
   EXPECT_THAT(s.message(), HasSubstr("MixtralForCausalLM"));
   EXPECT_THAT(s.message(), HasSubstr("test/config.json"));
 }
-
-struct BadField {
-  const char* field;
-  nlohmann::json value;
-  const char* message_part;
-};
 
 TEST(ConfigTest, RejectsInconsistentValuesNamingTheField) {
   const BadField cases[] = {

@@ -24,6 +24,12 @@ ModelConfig TinyConfig(Architecture arch) {
 
 using ::lockstep::testing::RandomSequences;
 
+// The name of an MLP weight of `layer` ("up_proj", ...): in a Qwen3-MoE layer, expert 0's.
+std::string MlpWeight(Architecture arch, int layer, const std::string& proj) {
+  const std::string mlp = "model.layers." + std::to_string(layer) + ".mlp.";
+  return mlp + (arch == Architecture::kQwen3Moe ? "experts.0." : "") + proj + ".weight";
+}
+
 // A per-architecture folder under the test temp dir.
 std::filesystem::path TestDir(const std::string& prefix, Architecture arch) {
   return std::filesystem::path(::testing::TempDir()) /
@@ -57,11 +63,12 @@ TEST_P(TransformerTest, ParameterNamesAreHuggingFaceNames) {
   EXPECT_TRUE(names.count("model.embed_tokens.weight"));
   EXPECT_TRUE(names.count("model.norm.weight"));
   EXPECT_TRUE(names.count("model.layers.1.self_attn.o_proj.weight"));
-  EXPECT_TRUE(names.count("model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_TRUE(names.count(MlpWeight(GetParam(), 0, "gate_proj")));
   EXPECT_TRUE(names.count("model.layers.0.post_attention_layernorm.weight"));
-  const bool qwen = GetParam() == Architecture::kQwen3;
   EXPECT_EQ(names.count("model.layers.0.self_attn.q_norm.weight"),
-            qwen ? 1u : 0u);
+            config.HasQkNorm() ? 1u : 0u);
+  EXPECT_EQ(names.count("model.layers.1.mlp.gate.weight"),
+            GetParam() == Architecture::kQwen3Moe ? 1u : 0u);
   EXPECT_EQ(names.count("lm_head.weight"),
             config.tie_word_embeddings ? 0u : 1u);
   int64_t total = 0;
@@ -162,7 +169,11 @@ TEST_P(TransformerTest, TargetLogProbsInChunksEqualFullLogSoftmax) {
 TEST_P(TransformerTest, GradientsReachEveryParameter) {
   ModelConfig config = TinyConfig(GetParam());
   auto model = CreateRandomModel(config, /*seed=*/6);
-  auto sequences = RandomSequences({10, 6}, config.vocab_size, 14);
+  // Enough tokens that every expert of a Qwen3-MoE layer is chosen by some (an expert no token
+  // chose gets no gradient).
+  const bool moe = GetParam() == Architecture::kQwen3Moe;
+  auto sequences = RandomSequences(moe ? std::vector<int64_t>{60, 40} : std::vector<int64_t>{10, 6},
+                                   config.vocab_size, 14);
   absl::StatusOr<PackedBatch> batch = PackSequences(sequences);
   ASSERT_TRUE(batch.ok());
   torch::Tensor hidden = *model->Hidden(*batch, TrainingAttention{});
@@ -198,11 +209,11 @@ TEST_P(TransformerTest,
   TensorMap tensors = StateDict(*model);
 
   TensorMap missing = tensors;
-  missing.erase("model.layers.1.mlp.up_proj.weight");
+  const std::string up = MlpWeight(GetParam(), 1, "up_proj");
+  missing.erase(up);
   absl::Status s = LoadStateDict(*model, missing, "ckpt");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(),
-              HasSubstr("'model.layers.1.mlp.up_proj.weight' is missing"));
+  EXPECT_THAT(s.message(), HasSubstr("'" + up + "' is missing"));
 
   TensorMap extra = tensors;
   extra["model.layers.9.mlp.up_proj.weight"] = torch::zeros({1});
@@ -227,12 +238,12 @@ TEST_P(TransformerTest, LoadModelNamesMissingUnexpectedAndMisshapedTensors) {
     ASSERT_TRUE(WriteSafetensorsDir(dir, tensors, int64_t{1} << 30).ok());
   };
   TensorMap missing = StateDict(*model);
-  missing.erase("model.layers.1.mlp.up_proj.weight");
+  const std::string up = MlpWeight(GetParam(), 1, "up_proj");
+  missing.erase(up);
   write(missing);
   absl::StatusOr<std::shared_ptr<Transformer>> loaded = LoadModel(dir);
   EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(loaded.status().message(),
-              HasSubstr("tensor 'model.layers.1.mlp.up_proj.weight' is missing"));
+  EXPECT_THAT(loaded.status().message(), HasSubstr("tensor '" + up + "' is missing"));
 
   TensorMap extra = StateDict(*model);
   extra["model.layers.9.mlp.up_proj.weight"] = torch::zeros({1});
@@ -305,10 +316,15 @@ TEST_P(TransformerTest, SimpleDecoderGreedyMatchesTrainingArgmax) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TransformerTest,
                          ::testing::Values(Architecture::kQwen3,
-                                           Architecture::kLlama),
+                                           Architecture::kLlama,
+                                           Architecture::kQwen3Moe),
                          [](const auto& info) {
-                           return info.param == Architecture::kQwen3 ? "Qwen3"
-                                                                     : "Llama";
+                           switch (info.param) {
+                             case Architecture::kQwen3: return "Qwen3";
+                             case Architecture::kLlama: return "Llama";
+                             case Architecture::kQwen3Moe: return "Qwen3Moe";
+                           }
+                           return "Unknown";
                          });
 
 }  // namespace

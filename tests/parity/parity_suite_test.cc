@@ -1,7 +1,9 @@
 // The parity contract (DESIGN.md): in batch-invariant mode a token's log-prob is the same fp32
 // bits however it is computed: alone or packed, training forward with autograd or paged
 // prefill in any chunk size, token-by-token decode inside a changing continuous batch, any
-// thread count. Fast mode is run on the same cases for contrast and only reports.
+// thread count. Qwen3-MoE presets run every case as well, and its routing decisions (expert
+// choices and weights) are checked bit for bit too. Fast mode is run on the same cases for
+// contrast and only reports.
 #include <ATen/Parallel.h>
 
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/ops.h"
 #include "model/parity.h"
+#include "model/routing_recorder.h"
 #include "tests/support/scoped_thread_count.h"
 
 namespace lockstep {
@@ -24,13 +27,19 @@ struct ParityCase {
   const char* preset;
 };
 
-void PrintTo(const ParityCase& c, std::ostream* os) {
-  *os << (c.arch == Architecture::kQwen3 ? "qwen3 " : "llama ") << c.preset;
+const char* ArchName(Architecture arch) {
+  switch (arch) {
+    case Architecture::kQwen3: return "Qwen3";
+    case Architecture::kLlama: return "Llama";
+    case Architecture::kQwen3Moe: return "Qwen3Moe";
+  }
+  return "Unknown";
 }
 
+void PrintTo(const ParityCase& c, std::ostream* os) { *os << ArchName(c.arch) << " " << c.preset; }
+
 std::string CaseName(const ::testing::TestParamInfo<ParityCase>& info) {
-  return std::string(info.param.arch == Architecture::kQwen3 ? "Qwen3" : "Llama") + "_" +
-         info.param.preset;
+  return std::string(ArchName(info.param.arch)) + "_" + info.param.preset;
 }
 
 std::shared_ptr<Transformer> MakeModel(const ParityCase& c, NumericMode mode) {
@@ -261,13 +270,53 @@ TEST_P(ParitySuite, FastModeContrastIsReported) {
 INSTANTIATE_TEST_SUITE_P(Presets, ParitySuite,
                          ::testing::Values(ParityCase{Architecture::kQwen3, "tiny"},
                                            ParityCase{Architecture::kLlama, "tiny"},
+                                           ParityCase{Architecture::kQwen3Moe, "tiny"},
                                            ParityCase{Architecture::kQwen3, "small"},
-                                           ParityCase{Architecture::kLlama, "small"}),
+                                           ParityCase{Architecture::kLlama, "small"},
+                                           ParityCase{Architecture::kQwen3Moe, "small"}),
                          CaseName);
+
+// Routing is batch-invariant too: the experts (and weights) each token's router chose in the
+// trainer's forward are those of the generator's chunked prefill and token-by-token decode, so
+// no routing replay is needed. The decisions come through the routing hook (RoutingRecorder).
+TEST(MoeRoutingParityTest, TrainingForwardRoutesEveryTokenAsPagedPrefillInAnyChunkSize) {
+  auto model = MakeModel({Architecture::kQwen3Moe, "tiny"}, NumericMode::kBatchInvariant);
+  const std::vector<int64_t> sequence = RandomSequences({97}, model->config().vocab_size, 11)[0];
+  RoutingRecorder training;
+  ASSERT_TRUE(model->Hidden(*PackSequences({sequence}), TrainingAttention{}, &training).ok());
+  const int64_t num_layers = model->config().num_hidden_layers;
+  ASSERT_EQ(static_cast<int64_t>(training.layers().size()), num_layers);
+  for (int64_t chunk : {1, 10, 97}) {
+    torch::NoGradGuard no_grad;
+    PagedState state(*model, 1, static_cast<int64_t>(sequence.size()));
+    RoutingRecorder paged;
+    for (size_t begin = 0; begin < sequence.size(); begin += chunk) {
+      const size_t end = std::min(sequence.size(), begin + chunk);
+      PackedBatch batch = *PackContinuations(
+          {std::vector<int64_t>(sequence.begin() + begin, sequence.begin() + end)},
+          {static_cast<int64_t>(begin)});
+      ASSERT_TRUE(model->Hidden(batch, PagedAttention{&state.cache, state.tables}, &paged).ok());
+    }
+    for (int64_t layer = 0; layer < num_layers; ++layer) {
+      std::vector<torch::Tensor> experts, weights;
+      for (const RoutingRecorder::Layer& step : paged.layers()) {
+        if (step.layer != layer) continue;
+        experts.push_back(step.routing.experts);
+        weights.push_back(step.routing.weights);
+      }
+      const RoutingDecision& expected = training.layers()[layer].routing;
+      EXPECT_TRUE(torch::equal(torch::cat(experts), expected.experts))
+          << "chunk " << chunk << " layer " << layer;
+      EXPECT_TRUE(torch::equal(torch::cat(weights).view(torch::kInt32),
+                               expected.weights.view(torch::kInt32)))
+          << "chunk " << chunk << " layer " << layer;
+    }
+  }
+}
 
 // Custom autograd: batch-invariant forward, ordinary backward. Gradients must match fast mode.
 TEST(BatchInvariantAutogradTest, GradientsMatchFastModeGradients) {
-  for (Architecture arch : {Architecture::kQwen3, Architecture::kLlama}) {
+  for (Architecture arch : {Architecture::kQwen3, Architecture::kLlama, Architecture::kQwen3Moe}) {
     const ParityCase c{arch, "tiny"};
     auto fast = MakeModel(c, NumericMode::kFast);
     auto invariant = MakeModel(c, NumericMode::kBatchInvariant);
@@ -283,7 +332,9 @@ TEST(BatchInvariantAutogradTest, GradientsMatchFastModeGradients) {
     for (const auto& item : invariant->named_parameters()) {
       torch::Tensor expected = fast_params[item.key()].grad();
       torch::Tensor actual = item.value().grad();
-      ASSERT_TRUE(actual.defined()) << item.key();
+      // An MoE expert that no token chose has no gradient, in both modes alike.
+      ASSERT_EQ(actual.defined(), expected.defined()) << item.key();
+      if (!expected.defined()) continue;
       const double rel = ((actual - expected).abs().max() / expected.abs().max()).item<double>();
       EXPECT_LT(rel, 1e-4) << item.key();
     }

@@ -21,7 +21,7 @@ def main():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser("init-model")
-    init.add_argument("--arch", required=True, choices=["qwen3", "llama"])
+    init.add_argument("--arch", required=True, choices=["qwen3", "llama", "qwen3_moe"])
     init.add_argument("--preset", required=True, choices=["tiny"])
     init.add_argument("--out", required=True)
     init.add_argument("--seed", type=int, required=True)

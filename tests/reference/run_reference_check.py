@@ -13,6 +13,11 @@ Cases:
                         storage, sharded into 2 files with model.safetensors.index.json
   qwen3_f16_head_dim    written here: Qwen3, untied head, F16 storage, attention_bias false,
                         head_dim 32 != hidden_size / num_attention_heads (64 / 4)
+  qwen3_moe_init        Qwen3-MoE tiny from `lockstep init-model` (8 experts, top-2,
+                        norm_topk_prob, every layer sparse, untied head)
+  qwen3_moe_bf16_mixed  written here: Qwen3-MoE, 6 experts, top-3 without renormalising,
+                        decoder_sparse_step 2 and mlp_only_layers [3] (sparse layers 1 and 5,
+                        dense 0, 2, 3, 4), BF16 storage, 3 shards
 
 Usage: /usr/bin/python3 run_reference_check.py --lockstep build/lockstep --workdir DIR
        [--case NAME ...] [--tolerance 1e-5]
@@ -71,6 +76,8 @@ def _hf_extras(arch):
     else:
         extras.update({"use_sliding_window": False, "sliding_window": None,
                        "max_window_layers": 2})
+    if arch == "qwen3_moe":
+        extras["output_router_logits"] = False
     return extras
 
 
@@ -101,6 +108,14 @@ def make_cases(lockstep):
             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
             vocab_size=320, rope_theta=1000000.0, rope_scaling=None, rms_norm_eps=1e-6,
             tie_word_embeddings=False, torch_dtype="float16", attention_bias=False),
+        "qwen3_moe_init": init_model(lockstep, "qwen3_moe", seed=5),
+        "qwen3_moe_bf16_mixed": written_by_python(
+            "qwen3_moe", num_shards=3, seed=6, hidden_size=64, intermediate_size=96,
+            num_hidden_layers=6, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            vocab_size=320, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
+            torch_dtype="bfloat16", num_experts=6, num_experts_per_tok=3,
+            moe_intermediate_size=48, norm_topk_prob=False, decoder_sparse_step=2,
+            mlp_only_layers=[3]),
     }
 
 
@@ -163,7 +178,8 @@ def self_test(workdir):
                                 timeout=240)
         out = result.stdout.decode(errors="replace")
         lines = [l for l in out.splitlines() if l.startswith(("PASS", "FAIL"))]
-        good = result.returncode == expected_rc and len(lines) == (1 if bug else 4) and all(
+        num_cases = 1 if bug else len(make_cases("lockstep"))
+        good = result.returncode == expected_rc and len(lines) == num_cases and all(
             l.startswith("FAIL" if bug else "PASS") for l in lines)
         ok &= good
         print(f"  {'ok  ' if good else 'BAD '} fake lockstep, bug '{bug or 'none'}': rc "
