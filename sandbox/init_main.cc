@@ -340,9 +340,40 @@ void ReceiveRun();
   _exit(0);
 }
 
-void EnterNamespaces() {
+// Whether this thread's network namespace holds no socket ("sockets: used 0" in its sockstat,
+// which counts every socket of the namespace but the kernel's own). Read from the host's /proc,
+// before the mount namespace is ours.
+bool NetNamespaceIsEmpty() {
+  int fd = open("/proc/thread-self/net/sockstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[64] = {};
+  const ssize_t n = read(fd, text, sizeof(text) - 1);
+  close(fd);
+  return n > 0 && strncmp(text, "sockets: used 0\n", 16) == 0;
+}
+
+// `net_fd` (>= 0): a network namespace of the host's root, lent to this run alone by the
+// launcher's pool (net_namespace_pool.h); joined while this process is still root. Owned by the
+// initial user namespace, it gives the sandbox's uid no power over it (no sysctl writes, no
+// interface changes); a previous run's sockets would be its only state, so one that still holds
+// a socket (a unix socket in flight not yet collected) is not used: a fresh one is made instead.
+// Without one, a root caller's run still gets a namespace of the host's root, made here; any
+// other caller's gets one of the run's own user namespace (below).
+void EnterNamespaces(int net_fd) {
   const protocol::SandboxRecord& s = spec.sandbox;
-  if (geteuid() == 0 && s.outside_uid != 0) {
+  const bool host_root = geteuid() == 0 && s.outside_uid != 0;
+  if (net_fd >= 0) {
+    if (!host_root) {
+      errno = EPERM;
+      Die("pooled network namespace without root");
+    }
+    if (setns(net_fd, CLONE_NEWNET) != 0) Die("join network namespace");
+    close(net_fd);
+  }
+  if (host_root && (net_fd < 0 || !NetNamespaceIsEmpty()) && unshare(CLONE_NEWNET) != 0) {
+    Die("unshare network namespace");
+  }
+  if (host_root) {
     if (setgroups(0, nullptr) != 0) Die("setgroups");
     if (setresgid(s.outside_gid, s.outside_gid, s.outside_gid) != 0) Die("setresgid");
     if (setresuid(s.outside_uid, s.outside_uid, s.outside_uid) != 0) Die("setresuid");
@@ -357,8 +388,8 @@ void EnterNamespaces() {
   WriteFileAt("/proc/self/uid_map", map);
   snprintf(map, sizeof(map), "0 %u 1", s.outside_gid);
   WriteFileAt("/proc/self/gid_map", map);
-  if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID |
-              CLONE_NEWCGROUP) != 0) {
+  if (unshare(CLONE_NEWNS | (host_root ? 0 : CLONE_NEWNET) | CLONE_NEWIPC | CLONE_NEWUTS |
+              CLONE_NEWPID | CLONE_NEWCGROUP) != 0) {
     Die("unshare namespaces");
   }
 }
@@ -370,10 +401,10 @@ void EnterNamespaces() {
 // init waits on kSpecFd, a socket, for the run's spec, stdin, stdout and stderr descriptors
 // (ReceiveRun), and goes on as a cold start's does. A closed socket (the pool discarded it, or
 // the caller died) ends it.
-void JoinCgroups(int argc, char** argv) {
+void JoinCgroups(int argc, char** argv, int first) {
   char pid_text[32];
   snprintf(pid_text, sizeof(pid_text), "%d", static_cast<int>(getpid()));
-  for (int i = 2; i < argc; ++i) WriteFileAt(argv[i], pid_text);
+  for (int i = first; i < argc; ++i) WriteFileAt(argv[i], pid_text);
 }
 
 // In a warm namespace init: takes the run's descriptors (leaving them where a cold start has
@@ -415,13 +446,18 @@ volatile pid_t namespace_init = 0;  // for the SIGTERM handler of main
 
 }  // namespace
 
+// lockstep-sandbox-init [--warm] [--net-ns=FD] [cgroup.procs files of a warm init...]
 int main(int argc, char** argv) {
   const pid_t launcher = getppid();
-  const bool warm = argc >= 2 && strcmp(argv[1], "--warm") == 0;
+  int arg = 1;
+  const bool warm = arg < argc && strcmp(argv[arg], "--warm") == 0;
+  if (warm) ++arg;
+  int net_fd = -1;
+  if (arg < argc && strncmp(argv[arg], "--net-ns=", 9) == 0) net_fd = atoi(argv[arg++] + 9);
   if (warm) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // the pool's spawning thread lives as long as the pool
     if (getppid() != launcher) _exit(1);
-    JoinCgroups(argc, argv);
+    JoinCgroups(argc, argv, arg);
     ReadSpec(protocol::kRootSpecFd, SpecPart::kRoot);
     close(protocol::kRootSpecFd);
   } else {
@@ -430,7 +466,7 @@ int main(int argc, char** argv) {
     snprintf(pid_text, sizeof(pid_text), "%d", static_cast<int>(getpid()));
     for (int i = 0; i < spec.num_cgroups; ++i) WriteFileAt(spec.cgroup_procs[i], pid_text);
   }
-  EnterNamespaces();
+  EnterNamespaces(net_fd);
   // Ends the run if the launcher dies (set after the credential changes, which clear it).
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(1);

@@ -168,10 +168,18 @@ pid_t ParseReport(std::string* buffer, LaunchOutcome* outcome) {
 // and no environment.
 absl::StatusOr<pid_t> SpawnInit(const std::string& init_path, const std::vector<int>& fds,
                                 const std::vector<std::string>& arguments) {
+  // The dup2s run in order: a source below fds.size() could be overwritten by an earlier one
+  // before its own turn, so such a source is first copied above that range.
+  std::vector<Fd> copies;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   for (size_t target = 0; target < fds.size(); ++target) {
-    posix_spawn_file_actions_adddup2(&actions, fds[target], static_cast<int>(target));
+    int source = fds[target];
+    if (source < static_cast<int>(fds.size()) && source != static_cast<int>(target)) {
+      copies.emplace_back(fcntl(source, F_DUPFD_CLOEXEC, static_cast<int>(fds.size())));
+      source = copies.back().get();
+    }
+    posix_spawn_file_actions_adddup2(&actions, source, static_cast<int>(target));
   }
   posix_spawn_file_actions_addclosefrom_np(&actions, static_cast<int>(fds.size()));
   posix_spawnattr_t attributes;
@@ -197,6 +205,15 @@ absl::StatusOr<pid_t> SpawnInit(const std::string& init_path, const std::vector<
         absl::StrCat("posix_spawn ", init_path, ": ", strerror(spawn_error)));
   }
   return pid;
+}
+
+// A network namespace for the init (net_namespace_pool.h), if any: its descriptor goes next after
+// `fds`, and `--net-ns=N` tells the init where.
+void AddNetNamespace(int net_namespace_fd, std::vector<int>* fds,
+                     std::vector<std::string>* arguments) {
+  if (net_namespace_fd < 0) return;
+  arguments->push_back(absl::StrCat("--net-ns=", fds->size()));
+  fds->push_back(net_namespace_fd);
 }
 
 // The descriptors of one run, before the init has them.
@@ -313,16 +330,19 @@ LaunchOutcome Collect(pid_t outer, Fd& out_read, Fd& err_read, Fd& report_read,
 
 }  // namespace
 
-absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec) {
+absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec,
+                                     int net_namespace_fd) {
   const Clock::time_point start = Clock::now();
   RunDescriptors run;
   if (absl::Status s = MakeRunDescriptors(spec, /*warm=*/false, &run); !s.ok()) return s;
   int report[2];
   if (absl::Status s = Pipe(report); !s.ok()) return s;
   Fd report_read(report[0]), report_write(report[1]);
-  const std::vector<int> fds = {run.stdin_memfd.get(), run.out_write.get(), run.err_write.get(),
-                      run.spec.get(), report_write.get()};
-  absl::StatusOr<pid_t> outer = SpawnInit(init_path, fds, {});
+  std::vector<int> fds = {run.stdin_memfd.get(), run.out_write.get(), run.err_write.get(),
+                          run.spec.get(), report_write.get()};
+  std::vector<std::string> arguments;
+  AddNetNamespace(net_namespace_fd, &fds, &arguments);
+  absl::StatusOr<pid_t> outer = SpawnInit(init_path, fds, arguments);
   if (!outer.ok()) return outer.status();
   run.spec.Reset();
   run.stdin_memfd.Reset();
@@ -334,7 +354,7 @@ absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchS
 
 absl::StatusOr<WarmInit> SpawnWarmInit(const std::string& init_path,
                                        const std::vector<std::string>& cgroup_procs,
-                                       const LaunchSpec& root) {
+                                       const LaunchSpec& root, int net_namespace_fd) {
   int sockets[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) {
     return absl::InternalError(absl::StrCat("socketpair: ", strerror(errno)));
@@ -349,9 +369,10 @@ absl::StatusOr<WarmInit> SpawnWarmInit(const std::string& init_path,
       SealedMemfd("lockstep-sandbox-root", EncodeSpec(root, /*root=*/true, /*run=*/false));
   if (!root_fd.ok()) return root_fd.status();
   Fd root_spec(*root_fd);
-  const std::vector<int> fds = {null.get(),         null.get(),         null.get(),
-                                theirs.get(),       report_write.get(), root_spec.get()};
+  std::vector<int> fds = {null.get(),   null.get(),         null.get(),
+                          theirs.get(), report_write.get(), root_spec.get()};
   std::vector<std::string> arguments = {"--warm"};
+  AddNetNamespace(net_namespace_fd, &fds, &arguments);
   arguments.insert(arguments.end(), cgroup_procs.begin(), cgroup_procs.end());
   absl::StatusOr<pid_t> pid = SpawnInit(init_path, fds, arguments);
   if (!pid.ok()) return pid.status();

@@ -61,8 +61,11 @@ struct LaunchOutcome {
 // Spawns `init_path` and runs `spec` to its end. Errors (Internal) only for failures of the
 // launcher itself (memfd, pipes, posix_spawn); failures inside the init come back in
 // LaunchOutcome::error. Thread-safe; blocks the calling thread until every process of the run
-// has exited.
-absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec);
+// has exited. `net_namespace_fd` (>= 0, a root caller's only): a network namespace of the
+// host's root for this run alone (net_namespace_pool.h), which the init joins; -1: the init
+// makes a fresh one.
+absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec,
+                                     int net_namespace_fd = -1);
 
 // An init spawned before its run is known ("warm"): it joins `cgroup_procs` at once (with
 // cgroup v1 the attach waits ~10 ms for an RCU grace period), enters fresh namespaces, forks its
@@ -77,9 +80,10 @@ struct WarmInit {
   int report_read = -1;  // the run's report pipe
 };
 
+// `net_namespace_fd`: as Launch's, held by this init until it is reaped.
 absl::StatusOr<WarmInit> SpawnWarmInit(const std::string& init_path,
                                        const std::vector<std::string>& cgroup_procs,
-                                       const LaunchSpec& root);
+                                       const LaunchSpec& root, int net_namespace_fd = -1);
 
 // Ends an unused warm init (it exits on the closed socket) and reaps it.
 void DiscardWarmInit(WarmInit* warm);

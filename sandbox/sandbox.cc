@@ -126,7 +126,10 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(SandboxOptions options)
                                                       "rlimits only"};
   isolation.outside_uid = geteuid() == 0 ? kNobody : geteuid();
   isolation.lines = {
-      "namespaces: user, pid, mount, network (no interfaces), ipc, uts, cgroup",
+      geteuid() == 0 && isolation.outside_uid != 0
+          ? "namespaces: user, pid, mount, network (no interfaces; owned by the host's root, "
+            "reused by later runs once empty), ipc, uts, cgroup"
+          : "namespaces: user, pid, mount, network (no interfaces), ipc, uts, cgroup",
       absl::StrCat("identity: root inside, uid ", isolation.outside_uid,
                    " outside; no capabilities after execve"),
       "filesystem: read-only root of bind mounts, tmpfs /work (= /tmp) capped by work_dir_mb",
@@ -139,9 +142,11 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(SandboxOptions options)
   LaunchSpec root = RootSpec(options, isolation.outside_uid);
   auto sandbox = std::unique_ptr<Sandbox>(
       new Sandbox(std::move(options), *std::move(filter), std::move(isolation), root));
+  sandbox->net_namespaces_ = NetNamespacePool::CreateIfRoot(sandbox->isolation_.outside_uid);
   if (warm_inits > 0) {
-    sandbox->pool_ = std::make_unique<WarmInitPool>(
-        sandbox->isolation_.init_path, sandbox->isolation_.cgroup, warm_inits, std::move(root));
+    sandbox->pool_ = std::make_unique<WarmInitPool>(sandbox->isolation_.init_path,
+                                                    sandbox->isolation_.cgroup, warm_inits,
+                                                    std::move(root), sandbox->net_namespaces_.get());
   }
 
   // Prove that this kernel lets us build the sandbox at all (user namespaces may be disabled).
@@ -227,7 +232,16 @@ absl::StatusOr<ExecResult> Sandbox::Run(const ExecRequest& request) const {
     launched = LaunchWarm(warm->init, spec);
     if (!launched.ok()) cgroup.reset();  // the init is gone (reaped): its cgroups go too
   }
+  // A cold start's network namespace: back to the pool when this returns, after the init's reap.
+  NetNamespaceLease net_namespace;
   if (!launched.ok() && absl::IsUnavailable(launched.status())) {
+    if (net_namespaces_ != nullptr) {
+      absl::StatusOr<NetNamespaceLease> lease = net_namespaces_->Take();
+      if (!lease.ok()) {
+        return ExecResult{.verdict = Verdict::kSandboxError, .error = lease.status().ToString()};
+      }
+      net_namespace = *std::move(lease);
+    }
     if (isolation_.cgroup.kind != CgroupSupport::Kind::kNone) {
       absl::StatusOr<RunCgroup> created = RunCgroup::Create(isolation_.cgroup, cgroup_limits);
       if (!created.ok()) {
@@ -236,7 +250,7 @@ absl::StatusOr<ExecResult> Sandbox::Run(const ExecRequest& request) const {
       cgroup.emplace(*std::move(created));
       spec.cgroup_procs = cgroup->procs_files();
     }
-    launched = Launch(isolation_.init_path, spec);
+    launched = Launch(isolation_.init_path, spec, net_namespace.fd());
   }
   if (!launched.ok()) {
     return ExecResult{.verdict = Verdict::kSandboxError, .error = launched.status().ToString()};

@@ -25,6 +25,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/exec.h"
 #include "sandbox/executor.h"
+#include "sandbox/net_namespace_pool.h"
 #include "sandbox/warm_init_pool.h"
 
 namespace lockstep::sandbox {
@@ -94,6 +95,8 @@ class Sandbox final : public Executor {
   std::string seccomp_filter_;
   IsolationReport isolation_;
   LaunchSpec root_spec_;  // identity, binds and symlinks of every run (a warm init builds them)
+  // Network namespaces of the host's root, reused run after run; null unless the caller is root.
+  std::unique_ptr<NetNamespacePool> net_namespaces_;
   // Last: destroyed first, ending the idle inits while the rest is alive. Null with warm_inits 0.
   std::unique_ptr<WarmInitPool> pool_;
 };

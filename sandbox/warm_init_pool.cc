@@ -6,11 +6,12 @@
 namespace lockstep::sandbox {
 
 WarmInitPool::WarmInitPool(std::string init_path, CgroupSupport cgroup, int num_idle,
-                           LaunchSpec root)
+                           LaunchSpec root, NetNamespacePool* net_namespaces)
     : init_path_(std::move(init_path)),
       cgroup_(std::move(cgroup)),
       root_(std::move(root)),
-      num_idle_(static_cast<size_t>(num_idle < 1 ? 1 : num_idle)) {
+      num_idle_(static_cast<size_t>(num_idle < 1 ? 1 : num_idle)),
+      net_namespaces_(net_namespaces) {
   spawner_ = std::thread([this] { SpawnerLoop(); });
 }
 
@@ -61,8 +62,14 @@ void WarmInitPool::SpawnerLoop() {
         pooled.cgroup.emplace(*std::move(created));
       }
     }
+    if (ok && net_namespaces_ != nullptr) {
+      absl::StatusOr<NetNamespaceLease> lease = net_namespaces_->Take();
+      ok = lease.ok();
+      if (ok) pooled.net_namespace = *std::move(lease);
+    }
     if (ok) {
-      absl::StatusOr<WarmInit> warm = SpawnWarmInit(init_path_, procs, root_);
+      absl::StatusOr<WarmInit> warm =
+          SpawnWarmInit(init_path_, procs, root_, pooled.net_namespace.fd());
       ok = warm.ok();
       if (ok) pooled.init = *warm;
     }

@@ -21,21 +21,28 @@
 #include "absl/base/thread_annotations.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/launcher.h"
+#include "sandbox/net_namespace_pool.h"
 
 namespace lockstep::sandbox {
 
-// A warm init and the run cgroups it joined (none without cgroup support). The cgroups have no
-// limits yet: set them before LaunchWarm hands the init its run.
+// A warm init, the run cgroups it joined (none without cgroup support) and the network namespace
+// it entered (a root caller's only; empty otherwise). The cgroups have no limits yet: set them
+// before LaunchWarm hands the init its run. Destroy it only once the init is reaped (LaunchWarm
+// or DiscardWarmInit): the namespace goes back to its pool then.
 struct PooledInit {
   WarmInit init;
   std::optional<RunCgroup> cgroup;
+  NetNamespaceLease net_namespace;
 };
 
 class WarmInitPool {
  public:
   // Starts the spawner thread, which spawns `num_idle` (>= 1) inits of `init_path` at once, each
-  // building the read-only root of `root` (launcher.h: SpawnWarmInit) in its namespaces.
-  WarmInitPool(std::string init_path, CgroupSupport cgroup, int num_idle, LaunchSpec root);
+  // building the read-only root of `root` (launcher.h: SpawnWarmInit) in its namespaces, its
+  // network namespace lent by `net_namespaces` (null: each init makes its own). `net_namespaces`
+  // must outlive the pool.
+  WarmInitPool(std::string init_path, CgroupSupport cgroup, int num_idle, LaunchSpec root,
+               NetNamespacePool* net_namespaces);
 
   // Stops the spawner, which first ends every idle init (their cgroups are removed).
   ~WarmInitPool();
@@ -57,6 +64,7 @@ class WarmInitPool {
   const CgroupSupport cgroup_;
   const LaunchSpec root_;
   const size_t num_idle_;
+  NetNamespacePool* const net_namespaces_;
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<PooledInit> idle_ ABSL_GUARDED_BY(mu_);

@@ -135,7 +135,9 @@ TEST_P(ContainmentTest, CpuSpinPastTheCpuLimitTimesOut) {
   const Clock::time_point start = Clock::now();
   ExecResult result = RunOk(Python("while True:\n    pass\n", limits));
   EXPECT_EQ(result.verdict, Verdict::kTimeout);
-  EXPECT_GE(result.cpu_ms, 900);
+  // RLIMIT_CPU fires on the tick-sampled CPU clock; cpu_ms is the scheduler's exact runtime,
+  // which on a contended VM was seen 13% lower (874 ms) at the signal.
+  EXPECT_GE(result.cpu_ms, 800);
   EXPECT_LT(SecondsSince(start), 8.0);  // the CPU limit, not the wall limit, ended it
 }
 
