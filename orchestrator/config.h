@@ -38,6 +38,7 @@ struct JobSection {
 // generators compute on the same numbers; there is no compute-dtype key.
 struct ModelSection {
   std::string preset;
+  std::string arch = "qwen3";  // the preset's architecture: "qwen3" | "llama" | "qwen3_moe"
   std::string path;
   std::string mode = "batch_invariant";  // "batch_invariant" | "fast"
 };

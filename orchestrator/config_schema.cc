@@ -22,6 +22,7 @@ std::vector<SectionFields> JobSections(JobConfig& c) {
       {"job", "steps", &c.job.steps},
       {"job", "output_root", &c.job.output_root},
       {"model", "preset", &c.model.preset},
+      {"model", "arch", &c.model.arch},
       {"model", "path", &c.model.path},
       {"model", "mode", &c.model.mode},
       {"tokenizer", "path", &c.tokenizer.path},

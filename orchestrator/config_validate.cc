@@ -96,6 +96,7 @@ void CheckModelAndData(const JobConfig& c, Problems& p) {
   }
   p.ExistingFile("model.path", c.model.path, /*directory=*/true);
   p.OneOf("model.mode", c.model.mode, {"batch_invariant", "fast"});
+  p.OneOf("model.arch", c.model.arch, {"qwen3", "llama", "qwen3_moe"});
   p.OneOf("tokenizer.chat_template", c.tokenizer.chat_template,
           {"auto", "qwen3", "llama3", "none"});
   p.ExistingFile("tokenizer.path", c.tokenizer.path);

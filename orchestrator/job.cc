@@ -185,11 +185,13 @@ absl::Status Job::PrepareModelAndData() {
   if (!config_.model.preset.empty()) {
     model_dir_ = run_dir_->model_dir();
     if (!fs::exists(fs::path(model_dir_) / "config.json")) {
-      Log(absl::StrCat("creating a ", config_.model.preset, " model in ", model_dir_));
+      Log(absl::StrCat("creating a ", config_.model.preset, " ", config_.model.arch, " model in ",
+                       model_dir_));
       const std::string log = run_dir_->log_path("init_model");
       absl::Status s =
-          RunToCompletion({options_.lockstep_binary, "init-model", "--preset", config_.model.preset,
-                           "--out", model_dir_, "--seed", std::to_string(config_.job.seed)},
+          RunToCompletion({options_.lockstep_binary, "init-model", "--arch", config_.model.arch,
+                           "--preset", config_.model.preset, "--out", model_dir_, "--seed",
+                           std::to_string(config_.job.seed)},
                           log);
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat(s.message(), ": ", LogTail(log, 5)));
     }
