@@ -1,11 +1,19 @@
 // What the RL loop needs to survive a dead generator: who died (and how), which incarnation of
-// a generator a call went to, and a restart that brings the dead back with the current weights.
+// a generator a call went to, and restarts that bring the dead back with the current weights.
 // JobServices implements it over the process supervisor and the weight-sync group; tests may
 // fake it.
 //
+// A restart runs in the background of the loop: StartRestarts starts the new processes and
+// returns; while they load, the live generators keep working and the loop keeps waiting,
+// training or scoring; PollRestarts (non-blocking until every restarting process serves) then
+// re-forms the weight-sync group and sends the current weights, and the restarted generators
+// take work again.
+//
 //   for (const GeneratorDeath& death : recovery.TakeDeaths()) dead.push_back(death);
-//   absl::Status s = recovery.RestartGenerators(dead, weight_version);
+//   absl::Status s = recovery.StartRestarts(dead);
 //   if (IsRestartBudgetSpent(s)) ... checkpoint, stop cleanly ...
+//   ... later, every ~100 ms:
+//   absl::StatusOr<std::vector<GeneratorDeath>> back = recovery.PollRestarts(weight_version);
 //   services.generators = recovery.generators();  // the restarted ones have new clients
 //
 // Thread safety: call from the loop thread (restarts start child processes, whose parent-death
@@ -49,13 +57,29 @@ class GeneratorRecovery {
   // to an older incarnation was lost with it.
   virtual int64_t incarnation(int64_t g) const = 0;
 
-  // Restarts every generator in `dead` (within its budget, after its backoff), re-forms the
-  // weight-sync group with them and sends weights `weight_version` (the trainer's current
-  // version) to every generator; returns once all hold it. ResourceExhausted with the
-  // restart-budget payload (IsRestartBudgetSpent) naming the generator and its cause once a
-  // budget is spent; other errors as the start, the group or the sync give them.
-  virtual absl::Status RestartGenerators(const std::vector<GeneratorDeath>& dead,
-                                         int64_t weight_version) = 0;
+  // Starts bringing back every generator in `dead` that is not restarting already (within its
+  // budget, after its backoff) and returns without waiting for the new processes. From then on
+  // the generator is restarting() until PollRestarts has given it the weights. ResourceExhausted
+  // with the restart-budget payload (IsRestartBudgetSpent) naming the generator and its cause
+  // once a budget is spent; other errors as starting a process gives them.
+  virtual absl::Status StartRestarts(const std::vector<GeneratorDeath>& dead) = 0;
+
+  // Moves the restarts on without waiting for a process: starts those whose backoff has passed,
+  // starts again (within the budget) one that died while loading. Once every restarting
+  // generator serves, re-forms the weight-sync group with them, sends weights `weight_version`
+  // (the trainer's current version) to every generator, blocking for that, and returns the
+  // generators now back (each once; no longer restarting). Otherwise returns none. Errors as
+  // StartRestarts, the group or the sync give them.
+  virtual absl::StatusOr<std::vector<GeneratorDeath>> PollRestarts(int64_t weight_version) = 0;
+
+  // True while generator `g` is restarting (dead or loading; no call may go to it).
+  virtual bool restarting(int64_t g) const = 0;
+  // The number of generators restarting.
+  virtual int64_t num_restarting() const = 0;
+
+  // StartRestarts(dead), then PollRestarts until no generator is restarting: returns once every
+  // generator holds `weight_version`.
+  absl::Status RestartGenerators(const std::vector<GeneratorDeath>& dead, int64_t weight_version);
 
   // The clients of the generators now (a restarted generator has a new one; the old stays valid
   // for calls still in flight).

@@ -181,7 +181,9 @@ absl::Status JobServices::RestartTrainer() {
   // Generators that died around the trainer's death, before the loop saw it, come back first: a
   // dead member would leave the others waiting out the group's timeout. The job's Resume then
   // sends every generator the checkpoint's weights.
-  absl::StatusOr<std::vector<GeneratorDeath>> generators_back = RestartEach(TakeDeaths());
+  // Restarts the loop had started are finished here too.
+  if (absl::Status s = StartRestarts(TakeDeaths()); !s.ok()) return s;
+  absl::StatusOr<std::vector<GeneratorDeath>> generators_back = AwaitRestartsServing();
   if (!generators_back.ok()) return generators_back.status();
   if (absl::Status s = FormWeightSyncGroup(log_); !s.ok()) return s;
   for (const GeneratorDeath& death : *generators_back) {
@@ -242,6 +244,9 @@ std::vector<GeneratorDeath> JobServices::TakeDeaths() {
   for (const ChildExit& exit : supervisor_.TakeExits()) {
     const int64_t g = GeneratorIndex(exit.name);
     if (g >= 0 && g < static_cast<int64_t>(generators_.size())) {
+      // A process that died while loading is AdvanceRestarts' to start again; an exit of a
+      // process replaced since is old news.
+      if (restarting(g) || exit.pid != supervisor_.pid(exit.name)) continue;
       deaths.push_back({g, exit.name, exit.how, exit.time});
     } else if (exit.name != "trainer") {
       RestartSideService(exit);  // a reward or environment server
@@ -259,67 +264,114 @@ std::optional<GeneratorDeath> JobServices::WaitForDeath(int64_t g, absl::Duratio
   return GeneratorDeath{g, name, exit->how, exit->time};
 }
 
-absl::Status JobServices::RestartOne(const GeneratorDeath& death) {
+absl::Status JobServices::ScheduleRestart(const GeneratorDeath& death) {
   const int64_t max_restarts = config_.generator.max_restarts;
-  while (true) {
-    int64_t& count = restarts_[death.name];
-    if (count >= max_restarts) {
-      return RestartBudgetSpentError(absl::StrCat(
-          "service ", death.name, " ", death.how, " and its restart budget is spent ([generator] ",
-          "max_restarts = ", max_restarts, "); stopping after a checkpoint (--resume continues)"));
-    }
-    // Backoff: the first restart at once, then 1 s, 2 s, 4 s … (at most 8 s).
-    if (count > 0) absl::SleepFor(absl::Seconds(1 << std::min<int64_t>(count - 1, 3)));
-    ++count;
-    log_(absl::StrCat("restarting ", death.name, " (restart ", count, " of ", max_restarts,
-                      "): it ", death.how));
-    absl::StatusOr<pid_t> pid = supervisor_.Restart(death.name);
-    if (!pid.ok()) return pid.status();
-    absl::StatusOr<std::string> address = supervisor_.WaitUntilServing(death.name);
-    if (!address.ok()) {
-      if (!absl::IsUnavailable(address.status())) return address.status();
-      log_(std::string(address.status().message()));
-      supervisor_.TakeExits();  // its death while starting is this one
-      continue;                 // died while starting: another try, within the budget
-    }
-    generator_clients_.push_back(std::make_unique<GeneratorClient>(*address, auth_token_));
-    generators_[death.generator] = generator_clients_.back().get();
-    ++incarnations_[death.generator];
-    return absl::OkStatus();
+  int64_t& count = restarts_[death.name];
+  if (count >= max_restarts) {
+    return RestartBudgetSpentError(absl::StrCat(
+        "service ", death.name, " ", death.how, " and its restart budget is spent ([generator] ",
+        "max_restarts = ", max_restarts, "); stopping after a checkpoint (--resume continues)"));
   }
+  const absl::Duration backoff =
+      count == 0 ? absl::ZeroDuration() : absl::Seconds(1 << std::min<int64_t>(count - 1, 3));
+  ++count;
+  log_(absl::StrCat("restarting ", death.name, " (restart ", count, " of ", max_restarts,
+                    "): it ", death.how));
+  restarting_[death.generator] = {death, absl::Now() + backoff};
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<GeneratorDeath>> JobServices::RestartEach(
-    const std::vector<GeneratorDeath>& dead) {
-  std::vector<GeneratorDeath> restarted;
+absl::Status JobServices::StartRestarts(const std::vector<GeneratorDeath>& dead) {
   for (const GeneratorDeath& death : dead) {
-    const bool done = std::any_of(restarted.begin(), restarted.end(), [&](const auto& other) {
-      return other.generator == death.generator;
-    });
-    if (done) continue;
-    if (absl::Status s = RestartOne(death); !s.ok()) return s;
-    restarted.push_back(death);
+    if (restarting(death.generator)) continue;
+    if (absl::Status s = ScheduleRestart(death); !s.ok()) return s;
   }
-  return restarted;
+  return AdvanceRestarts().status();  // the processes without backoff start now
 }
 
-absl::Status JobServices::RestartGenerators(const std::vector<GeneratorDeath>& dead,
-                                            int64_t weight_version) {
-  absl::StatusOr<std::vector<GeneratorDeath>> restarted = RestartEach(dead);
-  if (!restarted.ok()) return restarted.status();
-  if (restarted->empty()) return absl::OkStatus();
-  if (absl::Status s = FormWeightSyncGroup(log_); !s.ok()) return s;
-  if (absl::Status s = Sync(weight_version); !s.ok()) return s;
-  for (const GeneratorDeath& death : *restarted) {
-    restart_records_.push_back(
-        {death.name, death.how, absl::ToDoubleSeconds(absl::Now() - death.time)});
-    log_(absl::StrCat(death.name, " is back at ", generators_[death.generator]->address(),
-                      " with weights version ", weight_version, ", ",
-                      absl::FormatDuration(absl::Trunc(absl::Now() - death.time,
-                                                       absl::Milliseconds(1))),
+absl::StatusOr<bool> JobServices::AdvanceRestarts() {
+  bool all_serving = true;
+  for (auto& [g, restart] : restarting_) {
+    const std::string& name = restart.death.name;
+    if (!restart.started) {
+      if (absl::Now() < restart.not_before) {
+        all_serving = false;
+        continue;
+      }
+      absl::StatusOr<pid_t> pid = supervisor_.Restart(name);
+      if (!pid.ok()) return pid.status();
+      restart.started = true;
+      restart.started_at = absl::Now();
+      ++incarnations_[g];
+    }
+    if (!restart.address.empty()) continue;
+    // A zero timeout looks once: DeadlineExceeded means "not yet" (for ReadyOptions' timeout).
+    ReadyOptions look_once;
+    look_once.timeout = absl::ZeroDuration();
+    absl::StatusOr<std::string> address = supervisor_.WaitUntilServing(name, look_once);
+    if (absl::IsDeadlineExceeded(address.status()) &&
+        absl::Now() - restart.started_at < ReadyOptions().timeout) {
+      all_serving = false;
+      continue;
+    }
+    if (absl::IsUnavailable(address.status())) {  // died while loading: again, within budget
+      log_(std::string(address.status().message()));
+      std::optional<ChildExit> exit = supervisor_.WaitForExit(name, absl::ZeroDuration());
+      GeneratorDeath again = restart.death;  // timed from the first death
+      if (exit.has_value()) again.how = exit->how;
+      if (absl::Status s = ScheduleRestart(again); !s.ok()) return s;
+      all_serving = false;
+      continue;
+    }
+    if (!address.ok()) return address.status();
+    restart.address = *address;
+    generator_clients_.push_back(std::make_unique<GeneratorClient>(*address, auth_token_));
+    generators_[g] = generator_clients_.back().get();
+    log_(absl::StrCat(name, " serves again at ", *address, ", ",
+                      absl::FormatDuration(
+                          absl::Trunc(absl::Now() - restart.death.time, absl::Milliseconds(1))),
                       " after its death"));
   }
-  return absl::OkStatus();
+  return all_serving;
+}
+
+absl::StatusOr<std::vector<GeneratorDeath>> JobServices::AwaitRestartsServing() {
+  while (true) {
+    absl::StatusOr<bool> all_serving = AdvanceRestarts();
+    if (!all_serving.ok()) return all_serving.status();
+    if (*all_serving) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  std::vector<GeneratorDeath> back;
+  for (const auto& [g, restart] : restarting_) back.push_back(restart.death);
+  restarting_.clear();
+  return back;
+}
+
+absl::StatusOr<std::vector<GeneratorDeath>> JobServices::PollRestarts(int64_t weight_version) {
+  if (restarting_.empty()) return std::vector<GeneratorDeath>();
+  absl::StatusOr<bool> all_serving = AdvanceRestarts();
+  if (!all_serving.ok()) return all_serving.status();
+  if (!*all_serving) return std::vector<GeneratorDeath>();
+  absl::StatusOr<std::vector<GeneratorDeath>> back = AwaitRestartsServing();  // returns at once
+  if (!back.ok()) return back.status();
+  const absl::Time group_start = absl::Now();
+  if (absl::Status s = FormWeightSyncGroup(log_); !s.ok()) return s;
+  const absl::Time sync_start = absl::Now();
+  if (absl::Status s = Sync(weight_version); !s.ok()) return s;
+  for (const GeneratorDeath& death : *back) {
+    restart_records_.push_back(
+        {death.name, death.how, absl::ToDoubleSeconds(absl::Now() - death.time)});
+    log_(absl::StrCat(
+        death.name, " is back at ", generators_[death.generator]->address(),
+        " with weights version ", weight_version, ", ",
+        absl::FormatDuration(absl::Trunc(absl::Now() - death.time, absl::Milliseconds(1))),
+        " after its death (group ",
+        absl::FormatDuration(absl::Trunc(sync_start - group_start, absl::Milliseconds(1))),
+        ", weights ",
+        absl::FormatDuration(absl::Trunc(absl::Now() - sync_start, absl::Milliseconds(1))), ")"));
+  }
+  return back;
 }
 
 }  // namespace lockstep::orchestrator

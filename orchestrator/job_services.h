@@ -8,7 +8,8 @@
 //   services.FormWeightSyncGroup(log);
 //   ... services.trainer(), services.generators(), services.rewards() ...
 //   services.Sync(version);             // weights of `version` to every generator
-//   services.RestartGenerators(dead, version);  // GeneratorRecovery: back with the weights
+//   services.StartRestarts(dead);       // GeneratorRecovery: new processes load meanwhile
+//   services.PollRestarts(version);     // … back with the weights once they all serve
 //   services.StopAll();                 // also the destructor's job
 //
 // A child that dies is named on stderr the moment it is reaped (from the supervisor's watcher
@@ -28,6 +29,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "orchestrator/config.h"
 #include "orchestrator/generator_client.h"
 #include "orchestrator/generator_recovery.h"
@@ -85,8 +88,10 @@ class JobServices final : public GeneratorRecovery {
   std::vector<GeneratorDeath> TakeDeaths() override;
   std::optional<GeneratorDeath> WaitForDeath(int64_t g, absl::Duration timeout) override;
   int64_t incarnation(int64_t g) const override { return incarnations_[g]; }
-  absl::Status RestartGenerators(const std::vector<GeneratorDeath>& dead,
-                                 int64_t weight_version) override;
+  absl::Status StartRestarts(const std::vector<GeneratorDeath>& dead) override;
+  absl::StatusOr<std::vector<GeneratorDeath>> PollRestarts(int64_t weight_version) override;
+  bool restarting(int64_t g) const override { return restarting_.count(g) > 0; }
+  int64_t num_restarting() const override { return static_cast<int64_t>(restarting_.size()); }
   std::vector<GeneratorClient*> generators() const override { return generators_; }
   std::map<std::string, int64_t> restarts() const override { return restarts_; }
   std::vector<RestartRecord> TakeRestartRecords() override {
@@ -100,10 +105,24 @@ class JobServices final : public GeneratorRecovery {
   // Restarts a reward or environment server that died, within [rewards] max_restarts; logs
   // what it did (a failed or refused restart leaves its items failing, counted).
   void RestartSideService(const ChildExit& exit);
-  // Restarts generator `g` (its backoff first), waits until it serves, gives it a new client.
-  absl::Status RestartOne(const GeneratorDeath& death);
-  // RestartOne for each generator of `dead` once; returns those restarted (first death each).
-  absl::StatusOr<std::vector<GeneratorDeath>> RestartEach(const std::vector<GeneratorDeath>& dead);
+  // A generator coming back: when its new process may start (backoff), whether it has, and the
+  // address it serves on once it does.
+  struct GeneratorRestart {
+    GeneratorDeath death;
+    absl::Time not_before;
+    bool started = false;
+    absl::Time started_at;
+    std::string address;  // non-empty once it serves
+  };
+  // Counts a restart of `death.generator` against its budget (RestartBudgetSpentError once
+  // spent) and schedules its process after the backoff: at once, then 1 s, 2 s, 4 s (at most 8).
+  absl::Status ScheduleRestart(const GeneratorDeath& death);
+  // One pass over restarting_ without waiting: starts the processes due, notes those that serve
+  // (a new client each), schedules again one that died while loading. True iff all serve.
+  absl::StatusOr<bool> AdvanceRestarts();
+  // AdvanceRestarts until every restarting generator serves; returns them (restarting_ is
+  // cleared: the caller re-forms the group).
+  absl::StatusOr<std::vector<GeneratorDeath>> AwaitRestartsServing();
   // `lockstep serve trainer …`, resuming from `resume_dir` when non-empty.
   std::vector<std::string> TrainerArgv(const std::string& resume_dir) const;
   // Generator index of a started generator's child name, or -1.
@@ -119,6 +138,7 @@ class JobServices final : public GeneratorRecovery {
   std::vector<std::unique_ptr<GeneratorClient>> generator_clients_;
   std::vector<GeneratorClient*> generators_;  // the current one of each generator
   std::vector<int64_t> incarnations_;
+  std::map<int64_t, GeneratorRestart> restarting_;  // by generator index
   std::map<std::string, int64_t> restarts_;
   std::vector<RestartRecord> restart_records_;  // not yet taken
   JobRewards rewards_;  // reward servers, the environment, the weighted reward pipeline

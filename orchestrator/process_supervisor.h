@@ -97,7 +97,7 @@ class ProcessSupervisor {
   // last started) and, with options.check_health, the health service there answers SERVING.
   // Returns "HOST:PORT". Unavailable when the child exits first, DeadlineExceeded on timeout;
   // both name the child and its log file and quote the log's last lines. NotFound for an
-  // unknown name.
+  // unknown name. A zero options.timeout looks once (DeadlineExceeded: not serving yet).
   absl::StatusOr<std::string> WaitUntilServing(const std::string& name,
                                                const ReadyOptions& options = {});
 

@@ -153,9 +153,17 @@ absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
   if (absl::Status s = CheckParity(*request, metrics); !s.ok()) return s;
 
   const absl::Time sync_start = absl::Now();
-  absl::StatusOr<SyncFigures> sync = SyncWeights(*services_.trainer, services_.generators,
-                                                 metrics.weight_version(), options_.sync_timeout);
-  if (!sync.ok()) sync = RecoverSync(sync.status(), metrics.weight_version());
+  absl::StatusOr<SyncFigures> sync;
+  if (services_.recovery != nullptr && services_.recovery->num_restarting() > 0) {
+    // A generator still restarting joins the group now, and this sync is its first; then it
+    // takes the prompts still waiting for a generator.
+    sync = FinishRestarts({}, metrics.weight_version());
+    if (sync.ok()) GiveWaitingToIdle({});
+  } else {
+    sync = SyncWeights(*services_.trainer, services_.generators, metrics.weight_version(),
+                       options_.sync_timeout);
+    if (!sync.ok()) sync = RecoverSync(sync.status(), metrics.weight_version());
+  }
   if (!sync.ok()) return sync.status();
   const absl::Duration sync_time = absl::Now() - sync_start;
   trainer_version_ = metrics.weight_version();

@@ -122,16 +122,27 @@ class RlLoop {
   absl::Status SubmitPrompt();
   // Starts (or starts again) the Generate call of a queued prompt on its generator.
   void StartGeneration(const std::shared_ptr<PromptInFlight>& prompt);
-  // Recovery (rl_loop_recovery.cc), on the loop thread. TendGenerators: failed calls of dead
-  // generators are resubmitted (to a live generator at once, else to the restarted one), the
-  // dead are restarted with weights trainer_version_; a failed call of a live generator is the
-  // loop's error. RecoverSync: a sync that failed because a generator died is done again with
-  // the restarted one; otherwise `failed` is returned.
+  // Recovery (rl_loop_recovery.cc), on the loop thread. TendGenerators: the dead are restarted
+  // in the background (StartRestarts), their failed calls shared (ShareLostPrompts), restarts
+  // polled, waiting prompts handed to idle generators (GiveWaitingToIdle); a failed call of a
+  // live generator is the loop's error. FinishRestarts: restarts `dead` and those in progress,
+  // blocking, and syncs `version` to every generator (the step's sync when a generator is still
+  // restarting at its end). RecoverSync: a sync that failed because a generator died is done
+  // again with the restarted one; otherwise `failed` is returned.
   absl::Status TendGenerators();
+  absl::StatusOr<SyncFigures> FinishRestarts(const std::vector<GeneratorDeath>& dead,
+                                             int64_t version);
   absl::StatusOr<SyncFigures> RecoverSync(absl::Status failed, int64_t version);
-  // Restarts the dead (RestartGenerators), refreshes services_.generators, counts restarts and
-  // awaits each new process's first samples (TakeFirstSamples).
-  absl::Status RestartDead(const std::vector<GeneratorDeath>& dead, int64_t version);
+  // GeneratorRecovery::StartRestarts, counting the restarts and awaiting each new process's
+  // first samples (TakeFirstSamples).
+  absl::Status StartRestarts(const std::vector<GeneratorDeath>& dead);
+  // Prompts lost with restarting generators: the live generators' share (live / (live +
+  // restarting), oldest first) is generated again at once, the rest wait in waiting_.
+  void ShareLostPrompts(const std::vector<std::shared_ptr<PromptInFlight>>& lost);
+  // Waiting prompts go to the generators that hold the weights and have no call in flight (a
+  // restarted one once back, or a live one done with its calls), round robin, those in `back`
+  // (just restarted) first.
+  void GiveWaitingToIdle(const std::vector<GeneratorDeath>& back);
   void Resubmit(const std::shared_ptr<PromptInFlight>& prompt, int64_t generator);
   // The restarted generators whose new process has returned samples since the last call
   // (step_record.h FirstSampleRecord); they are no longer awaited.
@@ -164,6 +175,8 @@ class RlLoop {
   int64_t step_resubmitted_ = 0;       // this step's resubmissions and restarts
   int64_t step_restarts_ = 0;
   int64_t next_live_ = 0;  // round robin of resubmissions over live generators
+  // Queued prompts lost with a dead generator, not yet given to another (GiveWaitingToIdle).
+  std::vector<std::shared_ptr<PromptInFlight>> waiting_;
   // Restarted generators whose new process (incarnation) has not returned samples yet.
   struct AwaitedFirstSamples {
     int64_t generator = 0;

@@ -1,5 +1,13 @@
 // RlLoop's recovery from dead generators (rl_loop.h, generator_recovery.h): the loop thread runs
-// TendGenerators while it waits for a batch, and RecoverSync when a weight sync failed.
+// TendGenerators while it waits for a batch (every 100 ms and at once after a failed call),
+// FinishRestarts before a step's sync while a generator is still restarting, and RecoverSync
+// when a weight sync failed.
+//
+// A dead generator comes back in the background. Its lost prompts are shared: the live
+// generators take their share at once (live / (live + restarting) of them, the oldest), the rest
+// wait for whichever generator is idle first — the restarted one as soon as it holds the
+// current weights, or a live one that has finished its calls. So a restarted generator works
+// in the step it died in, and no generator idles while a lost prompt waits.
 //
 // A generation call can fail before the supervisor has reaped its generator (the socket closes
 // as the process dies), so a failed call waits a moment for the death to be confirmed; a call
@@ -46,19 +54,23 @@ void RlLoop::Resubmit(const std::shared_ptr<PromptInFlight>& prompt, int64_t gen
   StartGeneration(prompt);
 }
 
-absl::Status RlLoop::RestartDead(const std::vector<GeneratorDeath>& dead, int64_t version) {
-  absl::Status restarted = services_.recovery->RestartGenerators(dead, version);
-  if (!restarted.ok()) return restarted;
-  services_.generators = services_.recovery->generators();
-  step_restarts_ += static_cast<int64_t>(dead.size());
+absl::Status RlLoop::StartRestarts(const std::vector<GeneratorDeath>& dead) {
+  std::vector<int64_t> dead_incarnations;
   for (const GeneratorDeath& death : dead) {
+    dead_incarnations.push_back(services_.recovery->incarnation(death.generator));
+  }
+  if (absl::Status s = services_.recovery->StartRestarts(dead); !s.ok()) return s;
+  step_restarts_ += static_cast<int64_t>(dead.size());
+  for (size_t i = 0; i < dead.size(); ++i) {
+    const GeneratorDeath& death = dead[i];
     // A generator restarted again before its last process returned anything: time the newest.
     awaited_first_samples_.erase(
         std::remove_if(awaited_first_samples_.begin(), awaited_first_samples_.end(),
                        [&](const AwaitedFirstSamples& a) { return a.generator == death.generator; }),
         awaited_first_samples_.end());
-    awaited_first_samples_.push_back({death.generator, death.name, death.time,
-                                      services_.recovery->incarnation(death.generator)});
+    // Any process after the dead one (one that dies while loading is replaced).
+    awaited_first_samples_.push_back(
+        {death.generator, death.name, death.time, dead_incarnations[i] + 1});
   }
   return absl::OkStatus();
 }
@@ -78,15 +90,53 @@ std::vector<FirstSampleRecord> RlLoop::TakeFirstSamples() {
   return arrived;
 }
 
+void RlLoop::ShareLostPrompts(const std::vector<std::shared_ptr<PromptInFlight>>& lost) {
+  std::vector<int64_t> live;
+  for (int64_t g = 0; g < static_cast<int64_t>(services_.generators.size()); ++g) {
+    if (!services_.recovery->restarting(g)) live.push_back(g);
+  }
+  // The live generators' share, oldest prompts first (the next batch needs those first): live
+  // of (live + restarting) of the lost prompts, rounded down.
+  const size_t num_live = live.size();
+  const size_t num_now =
+      lost.size() * num_live / (num_live + services_.recovery->num_restarting());
+  for (size_t i = 0; i < lost.size(); ++i) {
+    if (i < num_now) {
+      Resubmit(lost[i], live[next_live_++ % num_live]);
+    } else {
+      waiting_.push_back(lost[i]);
+    }
+  }
+}
+
+void RlLoop::GiveWaitingToIdle(const std::vector<GeneratorDeath>& back) {
+  if (waiting_.empty()) return;
+  // The generators just back first: they are idle for sure, and a live one that is idle now
+  // has its calls' callbacks (and maybe the next batch) to go on with.
+  std::vector<int64_t> idle;
+  for (const GeneratorDeath& death : back) idle.push_back(death.generator);
+  for (int64_t g = 0; g < static_cast<int64_t>(services_.generators.size()); ++g) {
+    if (!Contains(back, g) && !services_.recovery->restarting(g) &&
+        queue_->calls_in_flight(g) == 0) {
+      idle.push_back(g);
+    }
+  }
+  if (idle.empty()) return;
+  for (size_t i = 0; i < waiting_.size(); ++i) Resubmit(waiting_[i], idle[i % idle.size()]);
+  waiting_.clear();
+}
+
 absl::Status RlLoop::TendGenerators() {
   std::vector<std::shared_ptr<PromptInFlight>> failed = queue_->TakeFailedCalls();
   std::vector<GeneratorDeath> dead;
   AddDeaths(services_.recovery->TakeDeaths(), dead);
-  if (failed.empty() && dead.empty()) return absl::OkStatus();
   // A failed call of the generator's current process: confirm that it died.
   for (const auto& prompt : failed) {
     const int64_t g = prompt->generator;
-    if (prompt->incarnation < services_.recovery->incarnation(g) || Contains(dead, g)) continue;
+    if (prompt->incarnation < services_.recovery->incarnation(g) || Contains(dead, g) ||
+        services_.recovery->restarting(g)) {
+      continue;
+    }
     std::optional<GeneratorDeath> death = services_.recovery->WaitForDeath(g, kDeathConfirmation);
     if (!death.has_value()) {
       return absl::Status(prompt->call_error.code(),
@@ -95,26 +145,44 @@ absl::Status RlLoop::TendGenerators() {
     AddDeaths({*death}, dead);
     AddDeaths(services_.recovery->TakeDeaths(), dead);
   }
-  // Live generators take the lost prompts at once; the rest wait for the restart.
-  std::vector<int64_t> live;
-  for (int64_t g = 0; g < static_cast<int64_t>(services_.generators.size()); ++g) {
-    if (!Contains(dead, g)) live.push_back(g);
+  // The dead come back in the background (their new processes load while the rest works).
+  if (!dead.empty()) {
+    if (absl::Status s = StartRestarts(dead); !s.ok()) return s;
   }
-  std::vector<std::shared_ptr<PromptInFlight>> waiting;
+  std::vector<std::shared_ptr<PromptInFlight>> lost;
   for (const auto& prompt : failed) {
-    if (!Contains(dead, prompt->generator)) {
-      Resubmit(prompt, prompt->generator);  // lost with an earlier process; this one runs
-    } else if (!live.empty()) {
-      Resubmit(prompt, live[next_live_++ % live.size()]);
+    if (services_.recovery->restarting(prompt->generator)) {
+      lost.push_back(prompt);
     } else {
-      waiting.push_back(prompt);
+      Resubmit(prompt, prompt->generator);  // lost with an earlier process; this one runs
     }
   }
-  if (!dead.empty()) {
-    if (absl::Status s = RestartDead(dead, trainer_version_); !s.ok()) return s;
-  }
-  for (const auto& prompt : waiting) Resubmit(prompt, prompt->generator);
+  if (!lost.empty()) ShareLostPrompts(lost);
+  absl::StatusOr<std::vector<GeneratorDeath>> back =
+      services_.recovery->PollRestarts(trainer_version_);
+  if (!back.ok()) return back.status();
+  if (!back->empty()) services_.generators = services_.recovery->generators();
+  GiveWaitingToIdle(*back);
   return absl::OkStatus();
+}
+
+absl::StatusOr<SyncFigures> RlLoop::FinishRestarts(const std::vector<GeneratorDeath>& dead,
+                                                    int64_t version) {
+  // RestartGenerators re-forms the group and sends `version` to every generator.
+  const absl::Time start = absl::Now();
+  absl::Status s = StartRestarts(dead);
+  if (s.ok()) s = services_.recovery->RestartGenerators({}, version);
+  if (!s.ok()) {
+    // The trainer did take the step: a checkpoint written now continues after it.
+    trainer_version_ = version;
+    ++step_;
+    return s;
+  }
+  services_.generators = services_.recovery->generators();
+  SyncFigures figures;
+  figures.version = version;
+  figures.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return figures;
 }
 
 absl::StatusOr<SyncFigures> RlLoop::RecoverSync(absl::Status failed, int64_t version) {
@@ -128,18 +196,7 @@ absl::StatusOr<SyncFigures> RlLoop::RecoverSync(absl::Status failed, int64_t ver
     absl::SleepFor(absl::Milliseconds(50));
   }
   if (dead.empty()) return failed;
-  // RestartGenerators re-forms the group and sends `version` to every generator.
-  const absl::Time start = absl::Now();
-  if (absl::Status s = RestartDead(dead, version); !s.ok()) {
-    // The trainer did take the step: a checkpoint written now continues after it.
-    trainer_version_ = version;
-    ++step_;
-    return s;
-  }
-  SyncFigures figures;
-  figures.version = version;
-  figures.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  return figures;
+  return FinishRestarts(dead, version);
 }
 
 }  // namespace lockstep::orchestrator

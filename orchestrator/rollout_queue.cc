@@ -38,8 +38,13 @@ bool RolloutQueue::WaitForCallbacks(absl::Duration timeout) {
 
 std::optional<absl::Time> RolloutQueue::FirstSamples(int64_t g, int64_t incarnation) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (first_samples_incarnation_[g] != incarnation) return std::nullopt;
+  if (first_samples_incarnation_[g] < incarnation) return std::nullopt;
   return first_samples_time_[g];
+}
+
+int64_t RolloutQueue::calls_in_flight(int64_t g) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return calls_in_flight_[g];
 }
 
 absl::Duration RolloutQueue::TakeGeneratorIdle(int64_t g) {

@@ -7,7 +7,8 @@
 //
 // With KeepFailedCalls, a failed generation call does not fail the queue: the prompt waits
 // (call_failed) until the loop takes it (TakeFailedCalls) and either resubmits it (Resubmit:
-// its generator died) or fails the queue with its error.
+// its generator died; at once, or once a generator is free to take it) or fails the queue with
+// its error.
 //
 // Thread safety: every method is thread-safe. Callbacks of in-flight calls may keep the queue
 // alive through a shared_ptr after the loop has finished with it.
@@ -99,10 +100,12 @@ class RolloutQueue {
   // Calls submitted to a generator whose samples have not all arrived.
   int64_t num_generating() const;
 
-  // When process `incarnation` of generator `g` first returned samples (a call that went to it
-  // succeeded), or nullopt if it has not yet. Only the latest incarnation that returned samples
-  // is remembered.
+  // When process `incarnation` of generator `g`, or a later one, first returned samples (a call
+  // that went to it succeeded), or nullopt if none has yet. Only the latest incarnation that
+  // returned samples is remembered.
   std::optional<absl::Time> FirstSamples(int64_t g, int64_t incarnation) const;
+  // Calls of generator `g` in flight (0: it is idle).
+  int64_t calls_in_flight(int64_t g) const;
 
   // Time generator `g` had no call in flight since the last TakeGeneratorIdle(g).
   absl::Duration TakeGeneratorIdle(int64_t g);

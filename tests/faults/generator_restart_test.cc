@@ -4,6 +4,7 @@
 // current weights, generates the prompts it had in flight again with the same seeds, and ends
 // with weights byte-identical to the same job run without the kill (batch-invariant mode, so the
 // regenerated samples are the very same tokens), parity exact and every prompt accounted for;
+// that the restarted generator takes the lost prompts still waiting in the step it died in;
 // and that a spent restart budget stops the job cleanly after a checkpoint, which --resume
 // continues.
 #include <signal.h>
@@ -119,13 +120,24 @@ TEST_F(GeneratorRestartTest, KilledGeneratorIsRestartedAndTheJobEndsWithTheSameW
   ASSERT_TRUE(WaitFor([&] { return (generator = ProcessWritingTo(generator_log)) > 0; },
                       std::chrono::seconds(60)))
       << ReadFile(log);
-  // Right after step 2's record the prompts of step 3 are being generated: freeze generator1
-  // at once (its calls stay in flight), then kill it.
+  const pid_t live = ProcessWritingTo(fs::absolute(RunDir("killed") / "logs" / "generator0.log"));
+  ASSERT_GT(live, 0);
+  // Right after step 2's record the prompts of step 3 are being generated: freeze both
+  // generators at once (their calls stay in flight), then kill generator1. Generator0 stays
+  // frozen, so busy, until the new generator1 serves: of the two prompts lost, generator0 takes
+  // one at once and the other waits for whichever generator is idle first, which must be the
+  // restarted one, as soon as it holds the weights (in step 3, the step it died in).
   ASSERT_TRUE(WaitFor([&] { return LineCount(metrics) >= 2; }, std::chrono::seconds(120)))
       << ReadFile(log);
+  ASSERT_EQ(kill(live, SIGSTOP), 0);
   ASSERT_EQ(kill(generator, SIGSTOP), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_EQ(kill(generator, SIGKILL), 0);
+  const bool serves = WaitFor(
+      [&] { return ReadFile(log).find("generator1 serves again at") != std::string::npos; },
+      std::chrono::seconds(60));
+  ASSERT_EQ(kill(live, SIGCONT), 0);  // before any assertion can end the test
+  ASSERT_TRUE(serves) << ReadFile(log);
   const int exit_code = WaitForJob(job, std::chrono::seconds(240));
   const std::string output = ReadFile(log);
   ASSERT_EQ(exit_code, 0) << output;
@@ -150,18 +162,27 @@ TEST_F(GeneratorRestartTest, KilledGeneratorIsRestartedAndTheJobEndsWithTheSameW
   // Generator1 held step 3's prompts 1 and 3 when it froze: both were generated again.
   EXPECT_GE(prompts["resubmitted"].get<int64_t>(), 1) << prompts;
   // Its restart and the first samples of the new process are timed from its death; those come
-  // after it holds the weights (no call goes to it before), in that step or a later one.
+  // after it holds the weights (no call goes to it before), and in the same step: the prompt
+  // waiting for a generator went to it.
   double recovery_s = -1, first_sample_s = -1;
+  int64_t restart_step = -1, first_sample_step = -1;
   for (const nlohmann::json& record : test_support::JsonLines(metrics)) {
     for (const nlohmann::json& restart : record.value("restarts", nlohmann::json::array())) {
-      if (restart["service"] == "generator1") recovery_s = restart["recovery_s"].get<double>();
+      if (restart["service"] != "generator1") continue;
+      recovery_s = restart["recovery_s"].get<double>();
+      restart_step = record["step"].get<int64_t>();
     }
     for (const nlohmann::json& first : record.value("first_samples", nlohmann::json::array())) {
-      if (first["service"] == "generator1") first_sample_s = first["first_sample_s"].get<double>();
+      if (first["service"] != "generator1") continue;
+      first_sample_s = first["first_sample_s"].get<double>();
+      first_sample_step = record["step"].get<int64_t>();
     }
   }
   EXPECT_GT(recovery_s, 0);
   EXPECT_GE(first_sample_s, recovery_s) << "no first_samples record of generator1, or too early";
+  EXPECT_EQ(restart_step, 3);
+  EXPECT_EQ(first_sample_step, restart_step)
+      << "the restarted generator got no prompt in the step it died in";
 
   // The same tokens came back, so training went exactly as without the kill.
   const std::string clean_weights =
