@@ -1,7 +1,8 @@
 // bench_generator: decode throughput of the generator Engine (continuous batching, paged KV
 // cache) in both numeric modes, next to a Python reference loop on the same weights.
-//   build/bench/bench_generator [--preset base] [--json FILE] [--batches 1,8,32]
-//                               [--prompt-len 32] [--max-tokens 64] [--threads 0]
+//   build/bench/bench_generator [--preset base] [--arch qwen3|qwen3_moe] [--json FILE]
+//                               [--batches 1,8,32] [--prompt-len 32] [--max-tokens 64]
+//                               [--threads 0]
 //
 // One run does everything: it writes a random model (CreateRandomModel + SaveModel) into a
 // temporary directory, then runs each measurement in a fresh child process so that each one's
@@ -274,6 +275,8 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
                                       model_dir.string(),
                                       "--preset",
                                       flags.preset,
+                                      "--arch",
+                                      flags.arch,
                                       "--batches",
                                       batches_text,
                                       "--prompt-len",
@@ -498,6 +501,9 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_generator: generator decode throughput, both modes, vs a Python loop"};
   Flags flags;
   app.add_option("--preset", flags.preset)->capture_default_str();
+  app.add_option("--arch", flags.arch, "qwen3 or qwen3_moe (the Python reference runs both)")
+      ->check(CLI::IsMember({"qwen3", "qwen3_moe"}))
+      ->capture_default_str();
   app.add_option("--json", flags.json_path, "Write results as JSON here");
   app.add_option("--batches", flags.batches, "Batch sizes (concurrent requests)")
       ->delimiter(',')
@@ -528,8 +534,10 @@ int main(int argc, char** argv) {
     if (batch <= 0) return Fail(absl::InvalidArgumentError("--batches must all be > 0"));
   }
 
-  // Qwen3 only: the Python reference implements Qwen3.
-  absl::StatusOr<ModelConfig> config = PresetConfig(Architecture::kQwen3, flags.preset);
+  // Qwen3 dense or MoE: the Python reference implements those two.
+  absl::StatusOr<Architecture> arch = ParseArchitectureName(flags.arch);
+  if (!arch.ok()) return Fail(arch.status());
+  absl::StatusOr<ModelConfig> config = PresetConfig(*arch, flags.preset);
   if (!config.ok()) return Fail(config.status());
   if (!flags.worker_mode.empty()) return RunWorker(flags, *config);
   return RunBenchmark(flags, *config, "/proc/self/exe");

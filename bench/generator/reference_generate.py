@@ -52,7 +52,8 @@ def load_safetensors(path):
 
 
 class Qwen3:
-    """Qwen3 dense forward (RMSNorm, RoPE, GQA, QK-norm, SwiGLU, tied or untied head)."""
+    """Qwen3 dense or MoE forward (RMSNorm, RoPE, GQA, QK-norm, SwiGLU or Qwen3-MoE's sparse
+    blocks, tied or untied head)."""
 
     def __init__(self, model_dir):
         with open(os.path.join(model_dir, "config.json")) as f:
@@ -69,11 +70,7 @@ class Qwen3:
         self.layers = []
         for i in range(self.num_layers):
             p = f"model.layers.{i}."
-            self.layers.append({k: self.w[p + k] for k in (
-                "input_layernorm.weight", "post_attention_layernorm.weight",
-                "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-                "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
-                "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")})
+            self.layers.append({k[len(p):]: v for k, v in self.w.items() if k.startswith(p)})
         self.final_norm = self.w["model.norm.weight"]
         # RoPE (rotate-half layout, as transformers): angles [max_positions, head_dim].
         d = self.head_dim
@@ -124,6 +121,26 @@ class Qwen3:
         out = out.view(b, kvh, g, t, d).permute(0, 3, 1, 2, 4).reshape(b, t, h * d)
         return F.linear(out, layer["self_attn.o_proj.weight"])
 
+    def mlp(self, layer, x, prefix="mlp."):
+        return F.linear(F.silu(F.linear(x, layer[prefix + "gate_proj.weight"])) *
+                        F.linear(x, layer[prefix + "up_proj.weight"]),
+                        layer[prefix + "down_proj.weight"])
+
+    def moe(self, layer, x):
+        """Qwen3-MoE's sparse block as transformers runs it: softmax over the router logits,
+        top-k (renormalised if norm_topk_prob), each chosen expert over its tokens."""
+        flat = x.reshape(-1, x.shape[-1])
+        probs = torch.softmax(F.linear(flat, layer["mlp.gate.weight"]), dim=-1)
+        top, chosen = torch.topk(probs, self.config["num_experts_per_tok"], dim=-1)
+        if self.config.get("norm_topk_prob"):
+            top = top / top.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(flat)
+        for expert in chosen.unique().tolist():
+            rows, rank = torch.where(chosen == expert)
+            y = self.mlp(layer, flat[rows], f"mlp.experts.{expert}.")
+            out.index_add_(0, rows, y * top[rows, rank, None])
+        return out.view_as(x)
+
     def forward_last(self, tokens, caches, start):
         """tokens [B, T] at positions start..start+T-1 -> float32 logits [B, vocab] of the last."""
         x = F.embedding(tokens, self.embed)
@@ -131,9 +148,7 @@ class Qwen3:
             x = x + self.attention(layer, self.rms_norm(x, layer["input_layernorm.weight"]),
                                    cache, start)
             hn = self.rms_norm(x, layer["post_attention_layernorm.weight"])
-            x = x + F.linear(F.silu(F.linear(hn, layer["mlp.gate_proj.weight"])) *
-                             F.linear(hn, layer["mlp.up_proj.weight"]),
-                             layer["mlp.down_proj.weight"])
+            x = x + (self.moe(layer, hn) if "mlp.gate.weight" in layer else self.mlp(layer, hn))
         last = self.rms_norm(x[:, -1], self.final_norm)
         return F.linear(last, self.head)
 

@@ -1,14 +1,17 @@
 // bench_trainer: training throughput of the trainer library (forward + backward + AdamW per
 // step) in batch-invariant and fast modes, with the LibTorch GEMM rate measured in the same run.
-//   build/bench/bench_trainer [--preset base] [--json FILE] [--steps 2] [--warmup 1]
+//   build/bench/bench_trainer [--preset base] [--arch qwen3|llama|qwen3_moe] [--json FILE]
+//       [--steps 2] [--warmup 1]
 //       [--micro-batch-tokens 4096] [--seq 512] [--threads 0] [--modes both]
 // Each step is one packed micro-batch of --micro-batch-tokens tokens (sequences of --seq tokens,
-// a quarter prompt, the rest completion). Achieved GFLOP/s = 6 x parameters x tokens / time.
+// a quarter prompt, the rest completion). Achieved GFLOP/s = 6 x parameters x tokens / time,
+// counting a Qwen3-MoE's active parameters (each token's k experts, the whole router).
 // JSON keys: tokens_per_s_fast, tokens_per_s_batch_invariant, gflops_*, blas_gflops, bi_vs_fast
 // (batch-invariant / fast tokens per second), mfu_vs_blas (fast-mode GFLOP/s / BLAS GFLOP/s)
 // and mfu_vs_blas_batch_invariant.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdio>
@@ -25,6 +28,18 @@
 
 namespace lockstep::bench {
 namespace {
+
+// The parameters one token's forward multiplies by: all of a dense model's; in a Qwen3-MoE's
+// sparse layers the router and only num_experts_per_tok experts.
+int64_t ActiveParameters(const ModelConfig& config) {
+  ModelConfig active = config;
+  active.num_experts = std::min(config.num_experts, config.num_experts_per_tok);
+  int64_t unused_router_rows = 0;
+  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
+    if (config.IsSparseLayer(layer)) unused_router_rows += config.num_experts - active.num_experts;
+  }
+  return active.NumParameters() + unused_router_rows * config.hidden_size;
+}
 
 double ProcessCpuSeconds() {
   timespec t{};
@@ -115,17 +130,20 @@ absl::StatusOr<ModeResult> RunMode(const ModelConfig& config, NumericMode mode,
     result.loss = metrics->loss;
   }
   result.tokens_per_s = tokens / result.seconds_per_step;
-  result.gflops = 6.0 * config.NumParameters() * tokens / result.seconds_per_step / 1e9;
+  result.gflops = 6.0 * ActiveParameters(config) * tokens / result.seconds_per_step / 1e9;
   return result;
 }
 
 int Main(int argc, char** argv) {
   CLI::App app{"bench_trainer: training tokens/s (forward + backward + AdamW), both modes"};
-  std::string preset = "base", json_path, modes_flag = "both";
+  std::string preset = "base", arch_name = "qwen3", json_path, modes_flag = "both";
   int threads = 0, steps = 2, warmup = 1;
   int64_t micro_batch_tokens = 4096, seq_len = 512;
   double blas_seconds = 2.0;
   app.add_option("--preset", preset)->capture_default_str();
+  app.add_option("--arch", arch_name)
+      ->check(CLI::IsMember({"qwen3", "llama", "qwen3_moe"}))
+      ->capture_default_str();
   app.add_option("--json", json_path, "Write results as JSON here");
   app.add_option("--steps", steps, "Timed steps per mode (the fastest counts)")
       ->check(CLI::PositiveNumber)
@@ -146,16 +164,17 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
-  absl::StatusOr<ModelConfig> config = PresetConfig(Architecture::kQwen3, preset);
+  absl::StatusOr<ModelConfig> config = PresetConfig(*ParseArchitectureName(arch_name), preset);
   if (!config.ok()) {
     std::fprintf(stderr, "error: %s\n", config.status().ToString().c_str());
     return 1;
   }
   const int64_t tokens = micro_batch_tokens / seq_len * seq_len;
   std::printf(
-      "bench_trainer: qwen3 %s (%.1fM params), %lld tokens per step (%lld x %lld), %d "
-      "threads\n",
-      preset.c_str(), config->NumParameters() / 1e6, static_cast<long long>(tokens),
+      "bench_trainer: %s %s (%.1fM params, %.1fM active), %lld tokens per step (%lld x %lld), "
+      "%d threads\n",
+      arch_name.c_str(), preset.c_str(), config->NumParameters() / 1e6,
+      ActiveParameters(*config) / 1e6, static_cast<long long>(tokens),
       static_cast<long long>(micro_batch_tokens / seq_len), static_cast<long long>(seq_len),
       torch::get_num_threads());
   const double blas = BlasGflops(blas_seconds);
@@ -195,7 +214,9 @@ int Main(int argc, char** argv) {
 
   if (!json_path.empty()) {
     nlohmann::json json = {{"preset", preset},
+                           {"arch", arch_name},
                            {"parameters", config->NumParameters()},
+                           {"active_parameters", ActiveParameters(*config)},
                            {"threads", torch::get_num_threads()},
                            {"tokens_per_step", tokens},
                            {"seq", seq_len},
