@@ -85,6 +85,14 @@ absl::StatusOr<std::string> BuildSeccompFilter() {
       !s.ok()) {
     return s;
   }
+  // A binary tree of syscall numbers, not a linear list: the kernel emulates the filter for every
+  // syscall number when it is installed (to cache the always-allowed ones), which for the linear
+  // list cost ~230 us per run and for the tree ~70 us (prctl timed in 300 forks, this machine).
+  if (absl::Status s = Check(seccomp_attr_set(ctx.get(), SCMP_FLTATR_CTL_OPTIMIZE, 2),
+                             "binary tree optimisation");
+      !s.ok()) {
+    return s;
+  }
   for (const char* name : kAllowed) {
     const int number = seccomp_syscall_resolve_name(name);
     if (number == __NR_SCMP_ERROR) continue;
