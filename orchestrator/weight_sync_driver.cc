@@ -1,10 +1,16 @@
 #include "orchestrator/weight_sync_driver.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace lockstep::orchestrator {
 namespace {
@@ -40,6 +46,25 @@ absl::Status RunConcurrently(size_t num_generators, TrainerFn trainer_call,
   return absl::Status(first.code(), absl::StrCat(first.message(), " (also: ", others, ")"));
 }
 
+// Waits until something accepts TCP connections at host:port (the trainer's store, which it
+// starts in its JoinWeightSync), checking every 5 ms, or until `deadline`. A host that is not
+// an IPv4 address is not waited for.
+void WaitUntilListening(const std::string& host, int port, absl::Time deadline) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) return;
+  while (absl::Now() < deadline) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    const bool accepted =
+        connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+    close(fd);
+    if (accepted) return;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<v1::JoinWeightSyncResponse> FormWeightSyncGroup(
@@ -56,6 +81,7 @@ absl::StatusOr<v1::JoinWeightSyncResponse> FormWeightSyncGroup(
   request.set_transport(options.transport);
   // The RPC returns once the group is formed; allow the rendezvous timeout plus a margin.
   const absl::Duration timeout = absl::Milliseconds(options.timeout_ms) + absl::Seconds(10);
+  const absl::Time store_deadline = absl::Now() + absl::Seconds(5);
   std::optional<absl::StatusOr<v1::JoinWeightSyncResponse>> trainer_result;
   std::vector<std::optional<absl::StatusOr<v1::JoinWeightSyncResponse>>> generator_results;
   absl::Status status = RunConcurrently<v1::JoinWeightSyncResponse, v1::JoinWeightSyncResponse>(
@@ -66,6 +92,9 @@ absl::StatusOr<v1::JoinWeightSyncResponse> FormWeightSyncGroup(
         return trainer.JoinWeightSync(mine, timeout);
       },
       [&](size_t i) {
+        // The generators dial the trainer's store once it listens: c10d retries a refused
+        // connection only after a second, which a re-formed group would otherwise always wait.
+        WaitUntilListening(options.store_host, options.store_port, store_deadline);
         v1::JoinWeightSyncRequest mine = request;
         mine.set_rank(static_cast<int32_t>(i + 1));
         return generators[i]->JoinWeightSync(mine, timeout);

@@ -1,5 +1,6 @@
 // Driving weight sync from the orchestrator (protocol in proto/weight_sync.proto): form the
-// group {trainer rank 0, generators 1..N} with concurrent JoinWeightSync calls, then per version
+// group {trainer rank 0, generators 1..N} with concurrent JoinWeightSync calls (the generators'
+// once the trainer's store accepts connections), then per version
 // run Trainer.PublishWeights(v) and Generator.ReceiveWeights(v) on every generator concurrently.
 // Weights travel over the c10d group, never through this process.
 //
