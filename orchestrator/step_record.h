@@ -77,9 +77,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RestartRecord, service, cause, r
 
 // A restarted generator's first samples: the seconds from its death until the first generation
 // call of its new process returned (the n samples of a prompt arrive together). In the first
-// step record written after they arrived, which may be a later step than its restart record:
-// while a live generator takes the dead one's prompts, the new process may get work only in the
-// next step.
+// step record written after they arrived: the restart step's when the new process took lost
+// prompts that were waiting for a generator, else a later one (the live generators were idle
+// first and took them).
 struct FirstSampleRecord {
   std::string service;  // "generator1"
   double first_sample_s = 0;

@@ -7,13 +7,15 @@
 //   recovery_s        death → the restarted generator holds the current weights (the step's
 //                     restarts[] record, written by the orchestrator)
 //   first_sample_s    death → the first generation call of the new process returned (the
-//                     first_samples[] record; it may arrive a step after the restart record,
-//                     because the live generator takes the dead one's prompts)
+//                     first_samples[] record). The dead one's prompts are shared: the live
+//                     generator takes its share at once, the rest wait for the first idle
+//                     generator, so the new process gets work in the restart step when it
+//                     holds the weights before the live one is done; else in the next step
 //   throughput_ratio  gen_tokens_per_s of the outage step (the one with the restart record)
 //                     over the mean of the other steps after `--warmup`; goal >= (N-1)/N
 //   step_rate_ratio   the same for whole steps: mean step time of the others / the outage
-//                     step's (the loop waits for the restart, even when the live generator
-//                     has already generated the batch)
+//                     step's (the restart runs in the background; the loop waits for it only
+//                     before the step's weight sync, which re-forms the group)
 //
 // Goals (issue 21): first_sample_s <= 5 s for the base preset on 2 cores, throughput_ratio >=
 // (N-1)/N. Prints a table and, with --json FILE, writes the figures as JSON. The run directory

@@ -83,9 +83,15 @@ void KillAfterStep3AndCompareWeights(const std::string& test_name,
 
   const fs::path log = root / "killed.log";
   const pid_t job = SpawnLockstep(args("killed"), log);
-  // Step 3 is past the checkpoint of step 2: it is lost with the trainer and runs again.
+  // Step 3 is past the checkpoint of step 2: it is lost with the trainer and runs again. That
+  // checkpoint is written in the background, and on a loaded machine its write can outlast step
+  // 3: the kill waits for it (its directory appears by rename once complete).
   const bool reached = WaitFor(
-      [&] { return LineCount(root / "killed" / "metrics.jsonl") >= 3; }, std::chrono::seconds(120));
+      [&] {
+        return LineCount(root / "killed" / "metrics.jsonl") >= 3 &&
+               fs::exists(root / "killed" / "checkpoints" / "step_000005");
+      },
+      std::chrono::seconds(120));
   if (!reached) kill(job, SIGKILL);
   ASSERT_TRUE(reached) << ReadFile(log);
   std::vector<pid_t> pids;
