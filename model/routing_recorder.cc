@@ -1,5 +1,9 @@
 #include "model/routing_recorder.h"
 
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
 namespace lockstep {
 
 void RoutingRecorder::OnOutput(int64_t layer, Op op, const torch::Tensor& output,
@@ -26,6 +30,55 @@ std::vector<torch::Tensor> RoutingRecorder::RouterLogits() const {
     if (layer.router_logits.defined()) logits.push_back(layer.router_logits);
   }
   return logits;
+}
+
+std::vector<int64_t> RoutingRecorder::SparseLayers() const {
+  std::set<int64_t> layers;
+  for (const Layer& layer : layers_) layers.insert(layer.layer);
+  return {layers.begin(), layers.end()};
+}
+
+torch::Tensor RoutingRecorder::Experts(int64_t layer) const {
+  std::vector<torch::Tensor> rows;
+  for (const Layer& entry : layers_) {
+    if (entry.layer == layer && entry.routing.experts.defined()) {
+      rows.push_back(entry.routing.experts);
+    }
+  }
+  return rows.empty() ? torch::Tensor() : torch::cat(rows, 0);
+}
+
+std::string RoutingAgreement::ToString() const {
+  std::string text =
+      absl::StrCat(tokens_disagreeing, " of ", tokens_compared, " (layer, token) routings differ");
+  if (first_layer >= 0) absl::StrAppend(&text, "; first: layer ", first_layer, " row ", first_row);
+  return text;
+}
+
+absl::StatusOr<RoutingAgreement> CompareRouting(const RoutingRecorder& reference,
+                                                const RoutingRecorder& candidate) {
+  const std::vector<int64_t> layers = reference.SparseLayers();
+  if (layers != candidate.SparseLayers()) {
+    return absl::InvalidArgumentError("routing: the two recordings cover different layers");
+  }
+  RoutingAgreement agreement;
+  for (int64_t layer : layers) {
+    const torch::Tensor a = reference.Experts(layer), b = candidate.Experts(layer);
+    if (!a.defined() || !b.defined() || a.sizes() != b.sizes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "routing: layer ", layer, " has ", a.defined() ? c10::str(a.sizes()) : "no",
+          " choices on one side and ", b.defined() ? c10::str(b.sizes()) : "no", " on the other"));
+    }
+    const torch::Tensor differs = torch::ne(a, b).any(1);
+    const int64_t count = differs.sum().item<int64_t>();
+    agreement.tokens_compared += a.size(0);
+    agreement.tokens_disagreeing += count;
+    if (count > 0 && agreement.first_layer < 0) {
+      agreement.first_layer = layer;
+      agreement.first_row = torch::nonzero(differs)[0][0].item<int64_t>();
+    }
+  }
+  return agreement;
 }
 
 torch::Tensor LoadBalancingLoss(const std::vector<torch::Tensor>& router_logits,

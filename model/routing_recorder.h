@@ -14,8 +14,10 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "model/forward_observer.h"
 
 namespace lockstep {
@@ -36,11 +38,34 @@ class RoutingRecorder final : public ForwardObserver {
   const std::vector<Layer>& layers() const { return layers_; }
   // The router logits of every recorded layer, in order (LoadBalancingLoss's input).
   std::vector<torch::Tensor> RouterLogits() const;
+  // The sparse layers recorded, ascending.
+  std::vector<int64_t> SparseLayers() const;
+  // Layer `layer`'s expert choices [rows, k] of every recorded forward, in record order (a
+  // generator's prefill chunks and decode steps of one sequence line up with the trainer's
+  // forward of it); undefined if the layer was not recorded.
+  torch::Tensor Experts(int64_t layer) const;
   void Clear() { layers_.clear(); }
 
  private:
   std::vector<Layer> layers_;
 };
+
+// Routing agreement of two recordings of the same tokens in the same row order (e.g. a trainer's
+// forward and a generator's steps): each (sparse layer, token)'s k choices in rank order,
+// compared exactly. Batch-invariant mode's claim is tokens_disagreeing == 0.
+struct RoutingAgreement {
+  int64_t tokens_compared = 0;     // (layer, token) pairs
+  int64_t tokens_disagreeing = 0;  // pairs whose choices differ (any rank)
+  int64_t first_layer = -1;        // the first disagreement, layers ascending then rows
+  int64_t first_row = -1;
+  bool identical() const { return tokens_disagreeing == 0; }
+  std::string ToString() const;
+};
+
+// Compares every sparse layer of `reference` with the same layer of `candidate`. Errors:
+// InvalidArgument when a layer is missing from one side or the row counts or k differ.
+absl::StatusOr<RoutingAgreement> CompareRouting(const RoutingRecorder& reference,
+                                                const RoutingRecorder& candidate);
 
 // Hugging Face's load_balancing_loss_func (Switch Transformer eqs. 4-6) without an attention
 // mask, over the router logits of all layers concatenated (N rows in all):

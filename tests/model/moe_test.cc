@@ -199,6 +199,31 @@ TEST(RoutingRecorderTest, RecordsEverySparseLayersChoicesAndLoad) {
   EXPECT_TRUE(recorder.layers().empty());
 }
 
+TEST(RoutingRecorderTest, CompareRoutingNamesTheFirstDisagreement) {
+  auto record = [](RoutingRecorder& recorder, int64_t layer, std::vector<int64_t> experts) {
+    const torch::Tensor choices = torch::tensor(experts, torch::kInt64).view({-1, 2});
+    recorder.OnRouting(layer, {choices, torch::ones(choices.sizes()), torch::Tensor()});
+  };
+  RoutingRecorder reference, candidate;
+  record(reference, 1, {0, 1, 2, 3});
+  record(reference, 3, {4, 5, 6, 7, 0, 2});
+  record(candidate, 1, {0, 1});  // the same rows in two steps, as a generator records them
+  record(candidate, 1, {2, 3});
+  record(candidate, 3, {4, 5, 7, 6, 0, 2});  // row 1 swaps its ranks: a disagreement
+  EXPECT_EQ(reference.SparseLayers(), (std::vector<int64_t>{1, 3}));
+  absl::StatusOr<RoutingAgreement> agreement = CompareRouting(reference, candidate);
+  ASSERT_TRUE(agreement.ok()) << agreement.status();
+  EXPECT_EQ(agreement->tokens_compared, 5);
+  EXPECT_EQ(agreement->tokens_disagreeing, 1);
+  EXPECT_EQ(agreement->first_layer, 3);
+  EXPECT_EQ(agreement->first_row, 1);
+  EXPECT_THAT(agreement->ToString(), ::testing::HasSubstr("first: layer 3 row 1"));
+  EXPECT_TRUE(CompareRouting(reference, reference)->identical());
+  record(candidate, 3, {1, 2});  // one row more
+  EXPECT_EQ(CompareRouting(reference, candidate).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(MoeLossTest, LoadBalancingLossFollowsHuggingFacesFormula) {
   // Two layers of two tokens over 3 experts, top-1. Choices: layer 0 -> 0, 2; layer 1 -> 0, 0.
   const torch::Tensor a = torch::tensor({{2.0, 0.0, 0.0}, {0.0, 0.0, 1.0}});
