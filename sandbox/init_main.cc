@@ -356,9 +356,9 @@ bool NetNamespaceIsEmpty() {
 // launcher's pool (net_namespace_pool.h); joined while this process is still root. Owned by the
 // initial user namespace, it gives the sandbox's uid no power over it (no sysctl writes, no
 // interface changes); a previous run's sockets would be its only state, so one that still holds
-// a socket (a unix socket in flight not yet collected) is not used: a fresh one is made instead.
-// Without one, a root caller's run still gets a namespace of the host's root, made here; any
-// other caller's gets one of the run's own user namespace (below).
+// a socket (a unix socket in flight not yet collected) is not used: a fresh one of the host's
+// root is made instead. Without one (a caller that is not root), the run's own user namespace
+// gets a fresh network namespace below.
 void EnterNamespaces(int net_fd) {
   const protocol::SandboxRecord& s = spec.sandbox;
   const bool host_root = geteuid() == 0 && s.outside_uid != 0;
@@ -369,9 +369,7 @@ void EnterNamespaces(int net_fd) {
     }
     if (setns(net_fd, CLONE_NEWNET) != 0) Die("join network namespace");
     close(net_fd);
-  }
-  if (host_root && (net_fd < 0 || !NetNamespaceIsEmpty()) && unshare(CLONE_NEWNET) != 0) {
-    Die("unshare network namespace");
+    if (!NetNamespaceIsEmpty() && unshare(CLONE_NEWNET) != 0) Die("unshare network namespace");
   }
   if (host_root) {
     if (setgroups(0, nullptr) != 0) Die("setgroups");
@@ -388,7 +386,7 @@ void EnterNamespaces(int net_fd) {
   WriteFileAt("/proc/self/uid_map", map);
   snprintf(map, sizeof(map), "0 %u 1", s.outside_gid);
   WriteFileAt("/proc/self/gid_map", map);
-  if (unshare(CLONE_NEWNS | (host_root ? 0 : CLONE_NEWNET) | CLONE_NEWIPC | CLONE_NEWUTS |
+  if (unshare(CLONE_NEWNS | (net_fd >= 0 ? 0 : CLONE_NEWNET) | CLONE_NEWIPC | CLONE_NEWUTS |
               CLONE_NEWPID | CLONE_NEWCGROUP) != 0) {
     Die("unshare namespaces");
   }

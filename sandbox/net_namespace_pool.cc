@@ -57,7 +57,13 @@ NetNamespaceLease::~NetNamespaceLease() {
 
 std::unique_ptr<NetNamespacePool> NetNamespacePool::CreateIfRoot(unsigned outside_uid) {
   if (geteuid() != 0 || outside_uid == 0) return nullptr;
-  return std::unique_ptr<NetNamespacePool>(new NetNamespacePool());
+  // Root without CAP_SYS_ADMIN (some containers) cannot make one: no pool then.
+  absl::StatusOr<int> first = NewNetNamespace();
+  if (!first.ok()) return nullptr;
+  auto pool = std::unique_ptr<NetNamespacePool>(new NetNamespacePool());
+  std::lock_guard<std::mutex> lock(pool->mu_);
+  pool->idle_.push_back(*first);
+  return pool;
 }
 
 NetNamespacePool::~NetNamespacePool() {
@@ -76,14 +82,7 @@ absl::StatusOr<NetNamespaceLease> NetNamespacePool::Take() {
   }
   absl::StatusOr<int> fd = NewNetNamespace();
   if (!fd.ok()) return fd.status();
-  std::lock_guard<std::mutex> lock(mu_);
-  ++num_created_;
   return NetNamespaceLease(this, *fd);
-}
-
-size_t NetNamespacePool::num_created() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return num_created_;
 }
 
 void NetNamespacePool::Return(int fd) {

@@ -17,7 +17,6 @@
 #ifndef LOCKSTEP_SANDBOX_NET_NAMESPACE_POOL_H_
 #define LOCKSTEP_SANDBOX_NET_NAMESPACE_POOL_H_
 
-#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -52,8 +51,9 @@ class NetNamespaceLease {
 
 class NetNamespacePool {
  public:
-  // A pool when this process is root (effective uid 0) and the sandbox's processes run as
-  // another uid (`outside_uid`); null otherwise.
+  // A pool when this process is root (effective uid 0), the sandbox's processes run as another
+  // uid (`outside_uid`) and the kernel lets this process make a network namespace (root without
+  // CAP_SYS_ADMIN cannot); null otherwise (each run then makes its own, as a non-root caller's).
   static std::unique_ptr<NetNamespacePool> CreateIfRoot(unsigned outside_uid);
 
   // Closes the idle namespaces. Every lease must be gone first.
@@ -66,17 +66,13 @@ class NetNamespacePool {
   // ever changes namespace). Internal error if the kernel refuses a new one.
   absl::StatusOr<NetNamespaceLease> Take();
 
-  // Namespaces made so far (idle or lent).
-  size_t num_created() const;
-
  private:
   NetNamespacePool() = default;
   friend class NetNamespaceLease;
   void Return(int fd);
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::vector<int> idle_ ABSL_GUARDED_BY(mu_);
-  size_t num_created_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace lockstep::sandbox

@@ -125,8 +125,10 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(SandboxOptions options)
                                                       "memory and process limits are per-process "
                                                       "rlimits only"};
   isolation.outside_uid = geteuid() == 0 ? kNobody : geteuid();
+  std::unique_ptr<NetNamespacePool> net_namespaces =
+      NetNamespacePool::CreateIfRoot(isolation.outside_uid);
   isolation.lines = {
-      geteuid() == 0 && isolation.outside_uid != 0
+      net_namespaces != nullptr
           ? "namespaces: user, pid, mount, network (no interfaces; owned by the host's root, "
             "reused by later runs once empty), ipc, uts, cgroup"
           : "namespaces: user, pid, mount, network (no interfaces), ipc, uts, cgroup",
@@ -142,7 +144,7 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Create(SandboxOptions options)
   LaunchSpec root = RootSpec(options, isolation.outside_uid);
   auto sandbox = std::unique_ptr<Sandbox>(
       new Sandbox(std::move(options), *std::move(filter), std::move(isolation), root));
-  sandbox->net_namespaces_ = NetNamespacePool::CreateIfRoot(sandbox->isolation_.outside_uid);
+  sandbox->net_namespaces_ = std::move(net_namespaces);
   if (warm_inits > 0) {
     sandbox->pool_ = std::make_unique<WarmInitPool>(sandbox->isolation_.init_path,
                                                     sandbox->isolation_.cgroup, warm_inits,

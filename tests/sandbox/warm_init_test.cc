@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -31,12 +32,28 @@ std::set<int> IdleWarmInits() {
   return outers;
 }
 
-// Waits until `sandbox`'s pool holds an idle init (the spawner replaces taken ones at once).
+// The warm inits whose namespace init has been forked (their namespaces are entered).
+std::set<int> ReadyWarmInits() {
+  std::set<int> outers;
+  for (int pid : ProcessesWithArgument("lockstep-sandbox-init --warm")) {
+    const std::string text = std::to_string(pid);
+    if (!testing::IsWarmNamespaceInit(text)) continue;
+    std::istringstream status(testing::ReadHostFile("/proc/" + text + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("PPid:", 0) == 0) outers.insert(std::atoi(line.c_str() + 5));
+    }
+  }
+  return outers;
+}
+
+// Waits until `sandbox`'s pool holds an idle init (the spawner replaces taken ones at once). A
+// warm init counts once its namespace init exists: its process alone shows before the spawner
+// thread has put it into the pool (a run taken in between would start cold).
 void AwaitWarmInit(const std::set<int>& others, int at_least = 1) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
     int mine = 0;
-    for (int pid : IdleWarmInits()) mine += others.count(pid) == 0 ? 1 : 0;
+    for (int pid : ReadyWarmInits()) mine += others.count(pid) == 0 ? 1 : 0;
     if (mine >= at_least) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
