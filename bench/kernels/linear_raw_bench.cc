@@ -3,7 +3,10 @@
 // threads, GFLOP/s side by side.
 //
 //   bench_linear_raw [--json FILE] [--seconds S] [--only SHAPE_NAME] [--kernel
-//   avx512|avx2|portable]
+//   avx512|avx2|portable] [--row-panel-kib KIB]
+//
+// Shapes: square and the base preset's at M = 1, 8, 64, 512 (decode, prefill), and "train.*",
+// the base preset's at M = 4096 (one training micro-batch; x of 12-32 MiB, past L2).
 //
 // Ours runs tiles [0, T) on the calling thread, or [0, T/2) and [T/2, T) on it
 // and one worker (a persistent spinning thread, like at::parallel_for's pool).
@@ -141,6 +144,9 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_path, "Write the figures as JSON");
   app.add_option("--seconds", seconds, "Seconds per shape and variant")->capture_default_str();
   app.add_option("--only", only, "Only the shape of this name");
+  int64_t row_panel_kib = 0;
+  app.add_option("--row-panel-kib", row_panel_kib,
+                 "Rows of x per row panel, in KiB (0 = the detected blocking)");
   CLI::Option* kernel_flag =
       app.add_option("--kernel", kernel_name, "Micro-kernel (default: the CPU's best)")
           ->check(CLI::IsMember({"avx512", "avx2", "portable"}));
@@ -150,6 +156,10 @@ int main(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  lockstep::kernels::LinearBlocking blocking;
+  blocking.row_panel_bytes = row_panel_kib << 10;
+  lockstep::kernels::SetLinearBlocking(blocking);
+  std::printf("blocking: %s\n", lockstep::kernels::LinearKernelDescription().c_str());
   if (kernel_flag->count() > 0) {
     using lockstep::kernels::LinearKernel;
     kernel = kernel_name == "avx512" ? LinearKernel::kAvx512
@@ -170,6 +180,11 @@ int main(int argc, char** argv) {
     shapes.push_back({"base.up", m, 768, 2048});
     shapes.push_back({"base.down", m, 2048, 768});
     shapes.push_back({"base.lm", m, 768, 32000});
+  }
+  for (const char* name : {"train.q/o", "train.up", "train.down"}) {
+    const std::string family = name;
+    shapes.push_back({name, 4096, family == "train.down" ? 2048 : 768,
+                      family == "train.up" ? 2048 : 768});
   }
 
   std::printf("%-10s %5s %5s %6s | %9s %9s %6s | %9s %9s %6s\n", "shape", "M",

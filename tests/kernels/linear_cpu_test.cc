@@ -189,27 +189,31 @@ TEST(LinearCpuTest, VectorKernelsEqualPortableOnLargeShapes) {
   }
 }
 
-// The cache blocking (K chunks carried through memory, column block widths) is invisible in
-// the bits: K split into many chunks, or into none, and narrow or wide column blocks give the
-// literal FMA chain, in every family.
+// The cache blocking (K chunks carried through memory, column block widths, row panels) is
+// invisible in the bits: K split into many chunks, or into none, narrow or wide column blocks,
+// and panels of one row block or of all give the literal FMA chain, in every family.
 TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
   const LinearBlocking detected = CurrentLinearBlocking();
   EXPECT_GT(detected.x_chunk_bytes, 0);
   EXPECT_GT(detected.column_block_bytes, 0);
+  EXPECT_GT(detected.row_panel_bytes, 0);
   struct Setting {
-    int64_t x_chunk_bytes, column_block_bytes;
+    int64_t x_chunk_bytes, column_block_bytes, row_panel_bytes;
   };
-  // 64-byte chunks: 16 k per chunk for any main tile; 1 GiB: K in one chunk.
-  for (const Setting setting : {Setting{64, 64 << 10}, Setting{4 << 10, 16 << 10},
-                                Setting{1 << 30, 1 << 30}}) {
+  // 64-byte chunks: 16 k per chunk for any main tile; 1 GiB: K in one chunk; 4-byte panels: one
+  // row block each; 1 GiB: one panel.
+  for (const Setting setting : {Setting{64, 64 << 10, 4}, Setting{4 << 10, 16 << 10, 200 << 10},
+                                Setting{1 << 30, 1 << 30, 1 << 30}}) {
     LinearBlocking blocking;
     blocking.x_chunk_bytes = setting.x_chunk_bytes;
     blocking.column_block_bytes = setting.column_block_bytes;
+    blocking.row_panel_bytes = setting.row_panel_bytes;
     SetLinearBlocking(blocking);
     for (LinearKernel kernel : AvailableKernels()) {
       for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1000, 50},
                              {9, 2048, 70},
-                             {70, 333, 100}}) {
+                             {70, 333, 100},
+                             {300, 160, 60}}) {
         Case c(m, k, n, true, 3, 1, static_cast<uint32_t>(m + k));
         c.Run(kernel);
         int64_t differing = 0;
@@ -223,6 +227,7 @@ TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
   SetLinearBlocking(LinearBlocking());  // back to the detected values
   EXPECT_EQ(CurrentLinearBlocking().x_chunk_bytes, detected.x_chunk_bytes);
   EXPECT_EQ(CurrentLinearBlocking().column_block_bytes, detected.column_block_bytes);
+  EXPECT_EQ(CurrentLinearBlocking().row_panel_bytes, detected.row_panel_bytes);
 }
 
 // A row's bits do not depend on which batch it sits in, nor at which position.
@@ -270,18 +275,28 @@ TEST(LinearCpuTest, AnySplitOfTheTileRangeGivesTheSameBits) {
   }
 }
 
+// With row panels of one row block, of two (the last panel shorter) or of all rows.
 TEST(LinearCpuTest, DistinctTilesWriteDisjointOutputsCoveringY) {
-  Case c(70, 32, 130, true, 0, 3);
-  LinearProblem p = c.Problem();
-  std::vector<int> writes(c.y.size(), 0);
-  for (int64_t t = 0; t < NumLinearTiles(p); ++t) {
-    std::fill(c.y.begin(), c.y.end(), NAN);
-    LinearTiles(p, t, t + 1);
-    for (size_t i = 0; i < c.y.size(); ++i) writes[i] += !std::isnan(c.y[i]);
+  for (const int64_t panel_bytes : {int64_t{4}, int64_t{2 * 64 * 32 * 4}, int64_t{1} << 30}) {
+    LinearBlocking blocking;
+    blocking.row_panel_bytes = panel_bytes;
+    SetLinearBlocking(blocking);
+    for (const int64_t m : {70, 300}) {
+      Case c(m, 32, 130, true, 0, 3);
+      LinearProblem p = c.Problem();
+      std::vector<int> writes(c.y.size(), 0);
+      for (int64_t t = 0; t < NumLinearTiles(p); ++t) {
+        std::fill(c.y.begin(), c.y.end(), NAN);
+        LinearTiles(p, t, t + 1);
+        for (size_t i = 0; i < c.y.size(); ++i) writes[i] += !std::isnan(c.y[i]);
+      }
+      for (int64_t i = 0; i < c.rows; ++i)
+        for (int64_t j = 0; j < c.y_stride; ++j)
+          EXPECT_EQ(writes[i * c.y_stride + j], j < c.out_features ? 1 : 0)
+              << "M=" << m << " panel bytes " << panel_bytes;
+    }
   }
-  for (int64_t i = 0; i < c.rows; ++i)
-    for (int64_t j = 0; j < c.y_stride; ++j)
-      EXPECT_EQ(writes[i * c.y_stride + j], j < c.out_features ? 1 : 0);
+  SetLinearBlocking(LinearBlocking());
 }
 
 TEST(LinearCpuTest, EmptyProblemsAndZeroDepth) {
