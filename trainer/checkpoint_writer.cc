@@ -26,7 +26,7 @@ CheckpointWriter::~CheckpointWriter() {
   thread_.join();
 }
 
-int64_t CheckpointWriter::AllocateLike(const TensorMap& from, TensorMap& into) {
+int64_t CheckpointWriter::AllocateLike(const TensorMap& from, TensorMap& into, Copies& copies) {
   for (auto it = into.begin(); it != into.end();) {
     it = from.count(it->first) ? std::next(it) : into.erase(it);
   }
@@ -38,14 +38,21 @@ int64_t CheckpointWriter::AllocateLike(const TensorMap& from, TensorMap& into) {
       buffer = torch::empty(source.sizes(), source.options().requires_grad(false));
       allocated += static_cast<int64_t>(buffer.nbytes());
     }
+    copies.emplace_back(source, buffer);
   }
   return allocated;
 }
 
-int64_t CheckpointWriter::CopyInto(const TensorMap& from, TensorMap& into) {
-  const int64_t allocated = AllocateLike(from, into);
-  for (const auto& [name, source] : from) {
-    torch::Tensor& buffer = into.at(name);
+int64_t CheckpointWriter::PairWithBuffers(const TensorMap& weights,
+                                          const CheckpointPayload& payload) {
+  copies_.clear();
+  return AllocateLike(weights, weights_, copies_) +
+         AllocateLike(payload.optimizer, payload_.optimizer, copies_) +
+         AllocateLike(payload.extra, payload_.extra, copies_);
+}
+
+void CheckpointWriter::CopySources() {
+  for (const auto& [source, buffer] : copies_) {
     // No detach() for the memcpy: a new tensor per entry cost about as much as copying a
     // small model's state.
     if (source.is_contiguous()) {
@@ -55,7 +62,6 @@ int64_t CheckpointWriter::CopyInto(const TensorMap& from, TensorMap& into) {
       buffer.copy_(source);
     }
   }
-  return allocated;
 }
 
 void CheckpointWriter::TouchSnapshot() {
@@ -72,9 +78,7 @@ void CheckpointWriter::Reserve(const TensorMap& weights, const CheckpointPayload
     changed_.wait(lock, [this] { return !pending_; });  // a failure stays for the next Save
   }
   // No write is in flight: the snapshot is ours until `pending_` is set.
-  AllocateLike(weights, weights_);
-  AllocateLike(payload.optimizer, payload_.optimizer);
-  AllocateLike(payload.extra, payload_.extra);
+  PairWithBuffers(weights, payload);
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = true;
@@ -88,37 +92,57 @@ absl::Status CheckpointWriter::WaitLocked(std::unique_lock<std::mutex>& lock) {
   return std::exchange(unreturned_failure_, absl::OkStatus());
 }
 
-absl::StatusOr<CheckpointSubmitted> CheckpointWriter::Save(int64_t step,
-                                                           const ModelConfig& model_config,
-                                                           const TensorMap& weights,
-                                                           const CheckpointPayload& payload) {
-  const absl::Time start = absl::Now();
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (absl::Status s = WaitLocked(lock); !s.ok()) return s;
-  }
-  // No write is in flight: the snapshot is ours until `pending_` is set.
-  const absl::Time copy_start = absl::Now();
+absl::Status CheckpointWriter::WaitForWriter() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return WaitLocked(lock);
+}
+
+void CheckpointWriter::StartWrite(int64_t step, const ModelConfig& model_config) {
   step_ = step;
   model_config_ = model_config;
-  const int64_t allocated = CopyInto(weights, weights_) +
-                            CopyInto(payload.optimizer, payload_.optimizer) +
-                            CopyInto(payload.extra, payload_.extra);
-  payload_.trainer_state = payload.trainer_state;
-  const absl::Time end = absl::Now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = true;
   }
   changed_.notify_all();
+}
+
+absl::StatusOr<CheckpointSubmitted> CheckpointWriter::Save(int64_t step,
+                                                           const ModelConfig& model_config,
+                                                           const TensorMap& weights,
+                                                           const CheckpointPayload& payload) {
+  const absl::Time start = absl::Now();
+  if (absl::Status s = WaitForWriter(); !s.ok()) return s;
+  // No write is in flight: the snapshot is ours until StartWrite.
+  const absl::Time copy_start = absl::Now();
+  const int64_t allocated = PairWithBuffers(weights, payload);
+  CopySources();
+  payload_.trainer_state = payload.trainer_state;
+  render_trainer_state_ = nullptr;
+  const absl::Time end = absl::Now();
+  StartWrite(step, model_config);
   return CheckpointSubmitted{manager_.StepDir(step), Milliseconds(end - start),
                              Milliseconds(end - copy_start), allocated};
 }
 
-absl::Status CheckpointWriter::Wait() {
-  std::unique_lock<std::mutex> lock(mu_);
-  return WaitLocked(lock);
+absl::StatusOr<CheckpointSubmitted> CheckpointWriter::SaveReserved(
+    int64_t step, const ModelConfig& model_config, TrainerStateRenderer render_trainer_state) {
+  const absl::Time start = absl::Now();
+  if (absl::Status s = WaitForWriter(); !s.ok()) return s;
+  if (copies_.empty()) {
+    return absl::FailedPreconditionError("SaveReserved: no Reserve or Save named the state");
+  }
+  // No write is in flight: the snapshot is ours until StartWrite.
+  const absl::Time copy_start = absl::Now();
+  CopySources();
+  render_trainer_state_ = std::move(render_trainer_state);
+  const absl::Time end = absl::Now();
+  StartWrite(step, model_config);
+  return CheckpointSubmitted{manager_.StepDir(step), Milliseconds(end - start),
+                             Milliseconds(end - copy_start), /*allocated_bytes=*/0};
 }
+
+absl::Status CheckpointWriter::Wait() { return WaitForWriter(); }
 
 std::optional<CheckpointWritten> CheckpointWriter::TakeFinished() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -144,6 +168,7 @@ void CheckpointWriter::WriterLoop() {
       continue;
     }
     const absl::Time start = absl::Now();
+    if (render_trainer_state_) payload_.trainer_state = render_trainer_state_();
     absl::StatusOr<std::filesystem::path> dir =
         manager_.Save(step_, model_config_, weights_, payload_);
     CheckpointWritten written{step_, Milliseconds(absl::Now() - start), dir.status()};

@@ -1,16 +1,24 @@
 // Checkpoints written in the background, so that training does not wait for the disk.
 //
-//   Reserve(state)    = allocate the snapshot buffers for the state's shapes → the writer thread
-//                       touches every page of them → (returns at once).
+//   Reserve(state)    = allocate the snapshot buffers for the state's shapes and pair each with
+//                       its tensor → the writer thread touches every page of them → (returns
+//                       at once).
 //   Save(step, state) = wait for the write (or reservation) in flight → copy the state into the
 //                       snapshot buffers kept between saves (one memcpy per tensor) → hand the
 //                       snapshot to the writer thread → return.
-//   writer thread     = CheckpointManager::Save of the snapshot (files in step_N.tmp/, fsync,
-//                       manifest, rename, prune), timed.
+//   SaveReserved(step, render)
+//                     = the same from the tensors paired by the last Reserve or Save, with no
+//                       name lookup at all, and the trainer-state JSON rendered by `render` on
+//                       the writer thread: blocking is the wait and the memcpy alone.
+//   writer thread     = render the trainer state (SaveReserved) → CheckpointManager::Save of the
+//                       snapshot (files in step_N.tmp/, fsync, manifest, rename, prune), timed.
 //
 // Why Reserve: the first write into fresh memory faults every page in, so a first Save that
 // allocated its buffers blocked 4-7x a memcpy (bench/checkpoint). Reserved ahead (the trainer
 // does it in Create), every Save, the first included, copies into warm memory.
+// Why SaveReserved: a small model's state copies in about a millisecond, and Save's fixed cost
+// beside it (the caller's JSON and name -> tensor maps, the lookups pairing them with the
+// buffers: 0.3-1.2 ms) held a tiny model's trainer 1.4-3.2x a memcpy (bench_checkpoint).
 //
 // At most one write is in flight: a Save while one runs waits for it first (its wait is part of
 // the blocking time), so a checkpoint directory never has two writers and writes land in step
@@ -28,9 +36,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -64,11 +76,24 @@ class CheckpointWriter {
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   // Allocates snapshot buffers shaped like `weights` and the payload's tensors (names, shapes,
-  // dtypes; the values are not read) and has the writer thread touch every page, so that the
-  // first Save copies into warm memory. Returns at once; a Save waits for the touching as for
-  // a write in flight. Waits first for a write in flight (its failure stays for the next Save).
-  // Memory: one snapshot of the state, held until the writer is destroyed (as after a Save).
+  // dtypes; the values are not read), pairs each buffer with its tensor for SaveReserved, and
+  // has the writer thread touch every page, so that the first Save copies into warm memory.
+  // Returns at once; a Save waits for the touching as for a write in flight. Waits first for a
+  // write in flight (its failure stays for the next Save). Memory: one snapshot of the state,
+  // held until the writer is destroyed (as after a Save); the writer keeps a reference to every
+  // tensor given (the caller's live state, whose values each SaveReserved copies).
   void Reserve(const TensorMap& weights, const CheckpointPayload& payload);
+
+  // Renders trainer_state.json; runs on the writer thread.
+  using TrainerStateRenderer = std::function<std::string()>;
+
+  // Save of `step` from the tensors of the last Reserve (or Save), their values now: the
+  // caller must not change those tensors' shapes, and may change their values as soon as this
+  // returns. trainer_state.json is `render_trainer_state()`, called on the writer thread, so it
+  // must own what it reads. Blocking: the wait for an earlier write and one memcpy per tensor.
+  // FailedPrecondition before any Reserve or Save; the error of an earlier write that failed.
+  absl::StatusOr<CheckpointSubmitted> SaveReserved(int64_t step, const ModelConfig& model_config,
+                                                   TrainerStateRenderer render_trainer_state);
 
   // Snapshots `weights` and the payload's tensors (copies; the caller may change the originals
   // as soon as this returns) and starts writing the checkpoint of `step`. Returns the error of
@@ -85,11 +110,22 @@ class CheckpointWriter {
   std::optional<CheckpointWritten> TakeFinished();
 
  private:
+  // (source, snapshot buffer): what a save copies.
+  using Copies = std::vector<std::pair<torch::Tensor, torch::Tensor>>;
+
   // Gives `into` one buffer per tensor of `from` (same name, shape and dtype), reusing the
-  // buffers it has and dropping the names `from` lacks. Returns the bytes newly allocated.
-  static int64_t AllocateLike(const TensorMap& from, TensorMap& into);
-  // AllocateLike, then copies the values. Returns the bytes newly allocated.
-  static int64_t CopyInto(const TensorMap& from, TensorMap& into);
+  // buffers it has and dropping the names `from` lacks, and appends each (tensor, buffer) pair
+  // to `copies`. Returns the bytes newly allocated.
+  static int64_t AllocateLike(const TensorMap& from, TensorMap& into, Copies& copies);
+  // Points copies_ at the tensors of `weights` and `payload`, allocating buffers as needed.
+  // Returns the bytes newly allocated. Only while no write is in flight.
+  int64_t PairWithBuffers(const TensorMap& weights, const CheckpointPayload& payload);
+  // Copies every source of copies_ into its buffer.
+  void CopySources();
+  // Waits for the write in flight; returns its unreturned failure, if any.
+  absl::Status WaitForWriter();
+  // Hands the snapshot of `step` to the writer thread.
+  void StartWrite(int64_t step, const ModelConfig& model_config);
   // Writes zeros over every snapshot buffer (faults its pages in); on the writer thread.
   void TouchSnapshot();
   void WriterLoop();
@@ -102,6 +138,8 @@ class CheckpointWriter {
   ModelConfig model_config_;
   TensorMap weights_;
   CheckpointPayload payload_;
+  TrainerStateRenderer render_trainer_state_;  // set: payload_.trainer_state comes from it
+  Copies copies_;  // the last Reserve's or Save's tensors, each with its buffer
 
   std::mutex mu_;
   std::condition_variable changed_;

@@ -7,7 +7,7 @@
 namespace lockstep::trainer {
 
 AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> parameters, AdamWOptions options)
-    : options_(options) {
+    : options_(options), step_tensor_(torch::zeros({1}, torch::kInt64)) {
   torch::NoGradGuard no_grad;
   for (auto& [name, param] : parameters) {
     slots_.push_back({name, param, torch::zeros_like(param, torch::MemoryFormat::Contiguous),
@@ -18,6 +18,7 @@ AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> parameters, Adam
 void AdamW::Step(double lr) {
   torch::NoGradGuard no_grad;
   ++step_count_;
+  step_tensor_.data_ptr<int64_t>()[0] = step_count_;
   const double t = static_cast<double>(step_count_);
   const double bias1 = 1.0 - std::pow(options_.beta1, t);
   const double bias2 = 1.0 - std::pow(options_.beta2, t);
@@ -43,7 +44,7 @@ TensorMap AdamW::StateDict() const {
     state["exp_avg." + slot.name] = slot.exp_avg;
     state["exp_avg_sq." + slot.name] = slot.exp_avg_sq;
   }
-  state["step"] = torch::tensor({step_count_}, torch::kInt64);
+  state["step"] = step_tensor_;
   return state;
 }
 
@@ -86,6 +87,7 @@ absl::Status AdamW::LoadStateDict(const TensorMap& state) {
     slot.exp_avg_sq.copy_(state.at("exp_avg_sq." + slot.name));
   }
   step_count_ = step_it->second.item<int64_t>();
+  step_tensor_.data_ptr<int64_t>()[0] = step_count_;
   return absl::OkStatus();
 }
 

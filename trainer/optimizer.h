@@ -41,7 +41,8 @@ class AdamW {
   int64_t step_count() const { return step_count_; }
 
   // "exp_avg.<name>" and "exp_avg_sq.<name>" for every parameter, and "step" (int64 scalar as a
-  // [1] tensor). The tensors are views of the live state.
+  // [1] tensor). The tensors are the live state, "step" included: a later Step or LoadStateDict
+  // changes their values, never the tensors (a checkpoint writer copies from them at every save).
   TensorMap StateDict() const;
   // Replaces the state from StateDict()'s form. InvalidArgument naming the entry for a missing,
   // extra or mis-shaped tensor; nothing changes on error.
@@ -55,6 +56,7 @@ class AdamW {
   std::vector<Slot> slots_;
   AdamWOptions options_;
   int64_t step_count_ = 0;
+  torch::Tensor step_tensor_;  // int64 [1], always step_count_ (StateDict's "step")
 };
 
 // Global L2 norm of the gradients, sqrt(sum_p ||g_p||^2) (accumulated in float64, in order),

@@ -194,9 +194,9 @@ class Trainer {
   // the step runs at options.sft_lr when that is set. Reports checkpoint figures since the
   // previous step.
   absl::Status ApplyGradients(StepMetrics& metrics, bool sft = false);
-  // What a checkpoint holds besides the weights (trainer_checkpoint.cc): optimizer state,
-  // the trainer state JSON (step, version, cursor, RNG, options), the KL reference. Views.
-  CheckpointPayload CheckpointState(const std::string& data_cursor) const;
+  // The tensors a checkpoint holds besides the weights (trainer_checkpoint.cc): AdamW's state
+  // and the KL reference, the live tensors (the writer pairs them with its buffers once).
+  CheckpointPayload CheckpointTensors() const;
   // Creates checkpoint_writer_ and reserves its snapshot buffers (Create, with checkpoint_dir).
   void StartCheckpointWriter();
 
@@ -212,6 +212,7 @@ class Trainer {
   std::string resumed_from_;
   // Created by Create when options.checkpoint_dir is set, its snapshot buffers reserved then.
   std::unique_ptr<CheckpointWriter> checkpoint_writer_;
+  std::string options_json_;  // TrainerOptionsToJson(options_), for trainer_state.json
   CheckpointTimes last_checkpoint_times_;
   std::optional<double> unreported_blocking_ms_;  // the next step's checkpoint_blocking_ms
 };

@@ -49,26 +49,33 @@ absl::StatusOr<torch::Tensor> FromHex(const std::string& hex) {
   return out;
 }
 
+// trainer_state.json: step, weight version, data cursor, RNG state, options.
+std::string TrainerStateJson(int64_t step, int64_t weight_version, const std::string& data_cursor,
+                             const torch::Tensor& rng_state, const std::string& options_json) {
+  nlohmann::json state;
+  state["step"] = step;
+  state["weight_version"] = weight_version;
+  state["data_cursor"] = data_cursor;
+  state["rng_state"] = ToHex(rng_state);
+  state["options"] = nlohmann::json::parse(options_json);
+  return state.dump(2);
+}
+
 }  // namespace
 
 void Trainer::StartCheckpointWriter() {
   checkpoint_writer_ = std::make_unique<CheckpointWriter>(
       CheckpointManager(options_.checkpoint_dir, options_.keep_last, options_.tokenizer_dir));
-  // The state's shapes never change (LoadCheckpoint copies into the same tensors), so buffers
-  // reserved now serve every save; the first one included (checkpoint_writer.h).
-  checkpoint_writer_->Reserve(Parameters(), CheckpointState(data_cursor_));
+  options_json_ = TrainerOptionsToJson(options_);
+  // The state's tensors and shapes never change (LoadCheckpoint and AdamW copy into the same
+  // tensors), so the buffers reserved now, each paired with its tensor, serve every save; the
+  // first one included (checkpoint_writer.h).
+  checkpoint_writer_->Reserve(Parameters(), CheckpointTensors());
 }
 
-CheckpointPayload Trainer::CheckpointState(const std::string& data_cursor) const {
-  nlohmann::json state;
-  state["step"] = step_;
-  state["weight_version"] = weight_version_;
-  state["data_cursor"] = data_cursor;
-  state["rng_state"] = ToHex(generator_.get_state());
-  state["options"] = nlohmann::json::parse(TrainerOptionsToJson(options_));
+CheckpointPayload Trainer::CheckpointTensors() const {
   CheckpointPayload payload;
   payload.optimizer = optimizer_->StateDict();
-  payload.trainer_state = state.dump(2);
   if (reference_ != nullptr) {
     for (const auto& [name, tensor] : StateDict(*reference_)) {
       payload.extra[kReferencePrefix + name] = tensor;
@@ -83,10 +90,17 @@ absl::StatusOr<std::string> Trainer::SaveCheckpoint(const std::string& data_curs
     return absl::FailedPreconditionError("SaveCheckpoint: trainer options have no checkpoint_dir");
   }
   const auto start = std::chrono::steady_clock::now();
+  // What the JSON needs, owned by the renderer (it runs on the writer thread): the blocking
+  // path is the copy of the tensors paired at Create and these few values.
+  CheckpointWriter::TrainerStateRenderer render =
+      [step = step_, version = weight_version_, cursor = data_cursor,
+       rng_state = generator_.get_state(), options_json = options_json_] {
+        return TrainerStateJson(step, version, cursor, rng_state, options_json);
+      };
   absl::StatusOr<CheckpointSubmitted> submitted =
-      checkpoint_writer_->Save(step_, model_->config(), Parameters(), CheckpointState(data_cursor));
+      checkpoint_writer_->SaveReserved(step_, model_->config(), std::move(render));
   if (!submitted.ok()) return submitted.status();
-  // The whole call so far: the state's JSON and views, the wait for an earlier write, the copy.
+  // The whole call so far: the renderer's values, the wait for an earlier write, the copy.
   const double blocking_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   last_checkpoint_times_ = CheckpointTimes{blocking_ms, submitted->copy_ms, std::nullopt,

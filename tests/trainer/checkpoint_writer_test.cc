@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "tests/trainer/trainer_test_util.h"
@@ -188,6 +189,48 @@ TEST_F(CheckpointWriterTest, ReservedBuffersAreTouchedBeforeTheFirstSaveAndNever
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   EXPECT_TRUE(BitEqual(weights, loaded->model));
   EXPECT_TRUE(BitEqual(payload.extra, loaded->payload.extra));
+}
+
+// SaveReserved copies the reserved tensors' values at the call (not at Reserve, not later) and
+// writes the trainer state its renderer returns, rendered on the writer thread.
+TEST_F(CheckpointWriterTest, ASaveOfTheReservedTensorsHoldsTheirValuesAtTheCall) {
+  std::shared_ptr<Transformer> model = TinyModel(7, NumericMode::kFast);
+  const TensorMap weights = StateDict(*model);
+  CheckpointPayload payload;
+  payload.optimizer["step"] = torch::zeros({1}, torch::kInt64);
+  CheckpointWriter writer(CheckpointManager(root_ / "reserved", 0));
+  absl::StatusOr<CheckpointSubmitted> early = writer.SaveReserved(1, model->config(), [] {
+    return std::string("{}");
+  });
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+
+  writer.Reserve(weights, payload);
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, tensor] : weights) tensor.add_(1.0f);
+  }
+  payload.optimizer["step"].fill_(5);
+  const TensorMap at_save = CloneMap(weights);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id renderer;
+  absl::StatusOr<CheckpointSubmitted> saved =
+      writer.SaveReserved(2, model->config(), [&renderer] {
+        renderer = std::this_thread::get_id();
+        return std::string("{\"rendered\": true}");
+      });
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->allocated_bytes, 0);
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, tensor] : weights) tensor.add_(1.0f);  // after the call: not saved
+  }
+  ASSERT_TRUE(writer.Wait().ok());
+  EXPECT_NE(renderer, caller);
+  absl::StatusOr<LoadedCheckpoint> loaded = CheckpointManager::Load(saved->dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(BitEqual(at_save, loaded->model));
+  EXPECT_EQ(loaded->payload.optimizer.at("step").item<int64_t>(), 5);
+  EXPECT_EQ(loaded->payload.trainer_state, "{\"rendered\": true}");
 }
 
 }  // namespace
