@@ -231,11 +231,16 @@ absl::Status GeneratorService::DoJoin(const v1::JoinWeightSyncRequest& request,
   options.verify = request.verify();
   options.transport = static_cast<weight_sync::Transport>(request.transport());
   if (absl::Status s = options.Validate(); !s.ok()) return s;
-  group_.reset();  // a re-formed group replaces the old one (a broken one is abandoned)
+  // A re-formed group replaces the old one (a broken one is abandoned) and keeps its staging
+  // buffers: the sync that follows a restart elsewhere then faults in no fresh memory here.
+  std::vector<torch::Tensor> staging;
+  if (group_ != nullptr) staging = group_->TakeStagingBuffers();
+  group_.reset();
   absl::StatusOr<std::unique_ptr<weight_sync::WeightSyncGroup>> group =
       weight_sync::WeightSyncGroup::Join(options, options_.weight_manifest);
   if (!group.ok()) return group.status();
   group_ = *std::move(group);
+  group_->AdoptStagingBuffers(std::move(staging));
   response->set_num_parameters(static_cast<int64_t>(group_->manifest().entries.size()));
   response->set_num_buckets(group_->num_buckets());
   response->set_total_bytes(group_->total_bytes());

@@ -54,6 +54,15 @@ torch::Tensor WeightSyncGroup::StagingBuffer() {
   return buffer;
 }
 
+void WeightSyncGroup::AdoptStagingBuffers(std::vector<torch::Tensor> buffers) {
+  for (torch::Tensor& buffer : buffers) {
+    if (staging_buffers_.size() < 2 && buffer.scalar_type() == torch::kFloat32 &&
+        buffer.numel() == plan_.num_elements()) {
+      staging_buffers_.push_back(std::move(buffer));
+    }
+  }
+}
+
 absl::Status WeightSyncGroup::Fail(absl::Status status) {
   broken_ = true;
   if (connection_ && connection_->transport) connection_->transport->Abort();

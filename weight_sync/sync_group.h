@@ -104,6 +104,14 @@ class WeightSyncGroup {
   Transport transport() const;
   // True once a collective failed; the group must then be re-formed.
   bool broken() const { return broken_; }
+
+  // The fp32 staging buffers this group keeps for Receive, for the group that replaces it
+  // (AdoptStagingBuffers): a re-formed group would otherwise fault in fresh memory for its first
+  // two syncs, the weights the caller runs on being one of them.
+  std::vector<torch::Tensor> TakeStagingBuffers() { return std::exchange(staging_buffers_, {}); }
+  // Keeps `buffers` for Receive to reuse (once nothing else holds them); those that are not one
+  // fp32 stream of this group's size are dropped, and at most two are kept.
+  void AdoptStagingBuffers(std::vector<torch::Tensor> buffers);
   // Wall time of the last successful Send/Receive (header, buckets and verification), seconds.
   double last_seconds() const { return last_seconds_; }
 
