@@ -53,8 +53,9 @@ class GeneratorRecovery {
   // reported by TakeDeaths), or nullopt while it runs.
   virtual std::optional<GeneratorDeath> WaitForDeath(int64_t g, absl::Duration timeout) = 0;
 
-  // The incarnation of generator `g`: 0 for the first process, +1 per restart. A call that went
-  // to an older incarnation was lost with it.
+  // The incarnation of generator `g`: 0 for the first process, +1 per process started since
+  // (one that died while loading counts too). A call that went to an older incarnation was lost
+  // with it.
   virtual int64_t incarnation(int64_t g) const = 0;
 
   // Starts bringing back every generator in `dead` that is not restarting already (within its
@@ -92,8 +93,8 @@ class GeneratorRecovery {
   virtual std::vector<RestartRecord> TakeRestartRecords() { return {}; }
 };
 
-// The error RestartGenerators returns once a restart budget is spent: the job checkpoints and
-// stops cleanly.
+// The error StartRestarts, PollRestarts and RestartGenerators return once a restart budget is
+// spent: the job checkpoints and stops cleanly.
 absl::Status RestartBudgetSpentError(const std::string& message);
 bool IsRestartBudgetSpent(const absl::Status& status);
 
