@@ -189,6 +189,26 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
   EXPECT_TRUE(weights_a == weights_b) << a << " and " << b << " differ";
 }
 
+// Issue 24: the same job on a Qwen3-MoE (8 experts, top-2): trainer and generator agree bit for
+// bit with routing in the forward, and the checkpoint holds the experts under Hugging Face names.
+TEST_F(RunE2eTest, MixtureOfExpertsTrainsWithExactParity) {
+  Outcome moe = RunLockstep(Run("moe", {"--set", "model.arch=qwen3_moe"}), root_ / "moe.log");
+  ASSERT_EQ(moe.exit_code, 0) << moe.output;
+  nlohmann::json summary = nlohmann::json::parse(ReadFile(root_ / "moe" / "summary.json"));
+  EXPECT_EQ(summary["rl_steps"], 4);
+  EXPECT_GT(summary["parity_tokens_compared"].get<int64_t>(), 0);
+  EXPECT_EQ(summary["parity_tokens_mismatched"], 0);
+  const fs::path weights = LatestWeights(root_ / "moe" / "checkpoints");
+  ASSERT_FALSE(weights.empty());
+  const std::string bytes = ReadFile(weights);
+  for (const char* name : {"model.layers.0.mlp.gate.weight",
+                           "model.layers.0.mlp.experts.7.down_proj.weight"}) {
+    EXPECT_NE(bytes.find(name), std::string::npos) << name << " not in " << weights;
+  }
+  EXPECT_EQ(bytes.find("model.layers.0.mlp.down_proj.weight"), std::string::npos)
+      << "a sparse layer has no dense MLP";
+}
+
 TEST_F(RunE2eTest, KilledOrchestratorLeavesNoServiceBehind) {
   const fs::path log = root_ / "killed.log";
   const pid_t pid = SpawnLockstep(Run("killed", {"--set", "job.steps=1000"}), log);
