@@ -32,17 +32,10 @@ bool Pooled(const Sandbox& sandbox) {
   return absl::StrContains(sandbox.isolation().lines[0], "owned by the host's root");
 }
 
+// Every run a cold start: it takes the namespace the run before gave back.
 Sandbox& ColdSandbox() {
-  static Sandbox* const cold = [] {
-    SandboxOptions options;
-    options.warm_inits = 0;
-    absl::StatusOr<std::unique_ptr<Sandbox>> created = Sandbox::Create(options);
-    if (!created.ok()) {
-      ADD_FAILURE() << created.status();
-      std::abort();
-    }
-    return created->release();
-  }();
+  static Sandbox* const cold =
+      testing::CreateSandboxOrAbort(SandboxOptions{.warm_inits = 0}).release();
   return *cold;
 }
 

@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -22,15 +24,19 @@ namespace lockstep::sandbox::testing {
 // The sandbox with cgroups as the machine allows (`use_cgroups`) or turned off. Created once per
 // process, thread-safely (tests call it from several threads at once); the test fails (not
 // skips) if the kernel refuses the sandbox.
-inline std::unique_ptr<Sandbox> CreateSandboxOrAbort(bool use_cgroups) {
-  SandboxOptions options;
-  options.use_cgroups = use_cgroups;
-  absl::StatusOr<std::unique_ptr<Sandbox>> created = Sandbox::Create(options);
+inline std::unique_ptr<Sandbox> CreateSandboxOrAbort(SandboxOptions options) {
+  absl::StatusOr<std::unique_ptr<Sandbox>> created = Sandbox::Create(std::move(options));
   if (!created.ok()) {
     ADD_FAILURE() << created.status();
     std::abort();
   }
   return *std::move(created);
+}
+
+inline std::unique_ptr<Sandbox> CreateSandboxOrAbort(bool use_cgroups) {
+  SandboxOptions options;
+  options.use_cgroups = use_cgroups;
+  return CreateSandboxOrAbort(std::move(options));
 }
 
 inline Sandbox& SharedSandbox(bool use_cgroups) {
@@ -81,9 +87,37 @@ inline bool IsWarmNamespaceInit(const std::string& pid) {
   return cmdline.rfind(std::string("lockstep-sandbox-init\0--warm", 28), 0) == 0;
 }
 
+inline int ParentPid(const std::string& pid) {
+  std::istringstream status(ReadHostFile("/proc/" + pid + "/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("PPid:", 0) == 0) return std::atoi(line.c_str() + 5);
+  }
+  return 0;
+}
+
+// Whether host pid `pid` belongs to a sandbox run of another process of this machine (another
+// session's tests or job): its topmost lockstep-sandbox-init ancestor was started by a live
+// process other than this one. A process with no such ancestor, or whose topmost init is an
+// orphan of the machine's init, is not another's: it counts as left behind.
+inline bool IsAnotherProcessRun(const std::string& pid) {
+  int outer = 0;
+  for (int current = std::atoi(pid.c_str()), depth = 0; depth < 64; ++depth) {
+    const int parent = ParentPid(std::to_string(current));
+    if (parent <= 1 || parent == getpid()) break;
+    if (ReadHostFile("/proc/" + std::to_string(parent) + "/cmdline")
+            .rfind("lockstep-sandbox-init", 0) == 0) {
+      outer = parent;
+    }
+    current = parent;
+  }
+  if (outer == 0) return false;
+  const int launcher = ParentPid(std::to_string(outer));
+  return launcher > 1 && launcher != getpid();
+}
+
 // Host pids of processes that run as `uid` in a PID namespace other than ours: processes of a
 // sandbox run (no other process of this machine lives there as the sandbox's uid), warm
-// namespace inits (waiting for a run, or ending) aside.
+// namespace inits (waiting for a run, or ending) and other processes' runs aside.
 inline std::vector<int> ForeignNamespaceProcesses(uint32_t uid) {
   char own[64] = {};
   readlink("/proc/self/ns/pid", own, sizeof(own) - 1);
@@ -98,7 +132,10 @@ inline std::vector<int> ForeignNamespaceProcesses(uint32_t uid) {
     if (stat(base.c_str(), &st) != 0 || st.st_uid != uid) continue;
     char ns[64] = {};
     if (readlink((base + "/ns/pid").c_str(), ns, sizeof(ns) - 1) <= 0) continue;
-    if (std::string(ns) != own && !IsWarmNamespaceInit(entry->d_name)) pids.push_back(pid);
+    if (std::string(ns) != own && !IsWarmNamespaceInit(entry->d_name) &&
+        !IsAnotherProcessRun(entry->d_name)) {
+      pids.push_back(pid);
+    }
   }
   closedir(proc);
   return pids;

@@ -4,6 +4,7 @@
 // that goes away leaves no idle init and no cgroup directory behind.
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -22,26 +23,29 @@ using testing::ExpectNextRunWorks;
 using testing::ProcessesWithArgument;
 using testing::Python;
 
-// The host-side process of each idle warm init (its namespace init, a fork of it with the same
+// The host-side process of each idle warm init of this process (its namespace init, a fork of it with the same
 // command line, is not counted).
 std::set<int> IdleWarmInits() {
   std::set<int> outers;
   for (int pid : ProcessesWithArgument("lockstep-sandbox-init --warm")) {
-    if (!testing::IsWarmNamespaceInit(std::to_string(pid))) outers.insert(pid);
+    // Only this process's: another session's warm inits are none of these tests' business.
+    const std::string text = std::to_string(pid);
+    if (!testing::IsWarmNamespaceInit(text) && testing::ParentPid(text) == getpid()) {
+      outers.insert(pid);
+    }
   }
   return outers;
 }
 
-// The warm inits whose namespace init has been forked (their namespaces are entered).
+// This process's warm inits whose namespace init has been forked (their namespaces are
+// entered). Other processes' (another session's sandbox) do not count.
 std::set<int> ReadyWarmInits() {
   std::set<int> outers;
   for (int pid : ProcessesWithArgument("lockstep-sandbox-init --warm")) {
     const std::string text = std::to_string(pid);
     if (!testing::IsWarmNamespaceInit(text)) continue;
-    std::istringstream status(testing::ReadHostFile("/proc/" + text + "/status"));
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("PPid:", 0) == 0) outers.insert(std::atoi(line.c_str() + 5));
-    }
+    const int outer = testing::ParentPid(text);
+    if (testing::ParentPid(std::to_string(outer)) == getpid()) outers.insert(outer);
   }
   return outers;
 }
