@@ -126,6 +126,8 @@ struct AlgorithmSection {
   bool drop_zero_variance_groups = true;
   double kl_coef = 0.0;  // k3 penalty to the initial model; 0 = off
   double tis_cap = 0.0;  // truncated importance sampling cap; 0 = off
+  double moe_aux_loss_coef = 0.0;  // MoE load-balancing loss; 0 = off
+  double moe_z_loss_coef = 0.0;    // MoE router z-loss; 0 = off
   int64_t samples_per_prompt = 8;
   int64_t prompts_per_step = 8;
 };

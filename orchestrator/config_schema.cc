@@ -73,6 +73,8 @@ std::vector<SectionFields> JobSections(JobConfig& c) {
       {"algorithm", "drop_zero_variance_groups", &c.algorithm.drop_zero_variance_groups},
       {"algorithm", "kl_coef", &c.algorithm.kl_coef},
       {"algorithm", "tis_cap", &c.algorithm.tis_cap},
+      {"algorithm", "moe_aux_loss_coef", &c.algorithm.moe_aux_loss_coef},
+      {"algorithm", "moe_z_loss_coef", &c.algorithm.moe_z_loss_coef},
       {"algorithm", "samples_per_prompt", &c.algorithm.samples_per_prompt},
       {"algorithm", "prompts_per_step", &c.algorithm.prompts_per_step},
       {"rewards", "builtin", &c.rewards.builtin},

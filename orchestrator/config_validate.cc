@@ -187,6 +187,8 @@ void CheckAlgorithm(const JobConfig& c, Problems& p) {
           {"token_mean", "seq_mean_token_mean", "constant"});
   p.Positive("algorithm.constant_normalizer", a.constant_normalizer);
   p.NonNegative("algorithm.kl_coef", a.kl_coef);
+  p.NonNegative("algorithm.moe_aux_loss_coef", a.moe_aux_loss_coef);
+  p.NonNegative("algorithm.moe_z_loss_coef", a.moe_z_loss_coef);
   p.NonNegative("algorithm.tis_cap", a.tis_cap);
   p.AtLeast("algorithm.samples_per_prompt", a.samples_per_prompt, 1);
   if (IsGroupAdvantage(a.advantage) && a.samples_per_prompt < 2) {

@@ -134,6 +134,8 @@ nlohmann::json TrainerOptionsJson(const JobConfig& config, const std::string& ch
       {"constant_normalizer", config.algorithm.constant_normalizer},
       {"tis_cap", config.algorithm.tis_cap},
       {"kl_coef", config.algorithm.kl_coef},
+      {"moe_aux_loss_coef", config.algorithm.moe_aux_loss_coef},
+      {"moe_z_loss_coef", config.algorithm.moe_z_loss_coef},
       {"temperature", config.generator.temperature},
       {"checkpoint_dir", checkpoint_dir},
       {"keep_last", config.checkpointing.keep_last},

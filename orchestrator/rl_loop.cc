@@ -29,6 +29,20 @@ uint64_t PromptSeed(uint64_t seed, int64_t index) {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
+MoeRecord ToRecord(const v1::MoeStats& moe) {
+  MoeRecord record;
+  record.aux_loss = moe.aux_loss();
+  record.z_loss = moe.z_loss();
+  record.load_imbalance_max = moe.load_imbalance_max();
+  record.sparse_layers.assign(moe.sparse_layers().begin(), moe.sparse_layers().end());
+  const int64_t experts = moe.num_experts();
+  for (int64_t begin = 0; experts > 0 && begin < moe.expert_load_size(); begin += experts) {
+    record.expert_load.emplace_back(moe.expert_load().begin() + begin,
+                                    moe.expert_load().begin() + begin + experts);
+  }
+  return record;
+}
+
 
 // One reward item per sample of a generated prompt: the completion decoded (for an episode, the
 // whole transcript after the prompt, observations included).
@@ -208,6 +222,7 @@ absl::StatusOr<StepRecord> RlLoop::Step(const std::function<bool()>& stop) {
     record.checkpoint_blocking_ms = metrics.checkpoint_blocking_ms();
   }
   if (metrics.has_checkpoint_write_ms()) record.checkpoint_write_ms = metrics.checkpoint_write_ms();
+  if (metrics.has_moe()) record.moe = ToRecord(metrics.moe());
   if (services_.recovery != nullptr) {
     std::vector<RestartRecord> restarts = services_.recovery->TakeRestartRecords();
     if (!restarts.empty()) record.restarts = std::move(restarts);

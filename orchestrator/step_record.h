@@ -86,6 +86,18 @@ struct FirstSampleRecord {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FirstSampleRecord, service, first_sample_s)
 
+// A mixture-of-experts model's step (the trainer's MoeStats): aux losses before their
+// coefficients, tokens routed to each expert of each sparse layer, the worst layer's max/mean.
+struct MoeRecord {
+  double aux_loss = 0;
+  double z_loss = 0;
+  double load_imbalance_max = 0;
+  std::vector<int64_t> sparse_layers;
+  std::vector<std::vector<int64_t>> expert_load;  // [sparse layer][expert]
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MoeRecord, aux_loss, z_loss, load_imbalance_max,
+                                                sparse_layers, expert_load)
+
 struct StepRecord {
   int64_t step = 0;  // RL steps done after this one (1-based)
   std::optional<int64_t> weight_version;
@@ -137,6 +149,7 @@ struct StepRecord {
   // before it held the trainer, and the duration of a write that finished before it.
   std::optional<double> checkpoint_blocking_ms;
   std::optional<double> checkpoint_write_ms;
+  std::optional<MoeRecord> moe;  // mixture-of-experts models only
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     StepRecord, step, weight_version, reward_mean, accuracy, loss, grad_norm, lr, entropy,
@@ -146,7 +159,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(
     train_tokens_per_s, parity, time, staleness, episodes, idle_fraction_trainer,
     idle_fraction_generator, sync_bytes, swap_pause_ms, sync_trainer_s, prompts_trained,
     prompts_dropped_by_policy, prompts_failed, prompts_resubmitted, generator_restarts, restarts,
-    first_samples, checkpoint_blocking_ms, checkpoint_write_ms)
+    first_samples, checkpoint_blocking_ms, checkpoint_write_ms, moe)
 
 // The figures folded over step records that summary.json reports as they are: RlTotals folds
 // them and JobSummary (job_summary.h) holds them, both by deriving from this struct.

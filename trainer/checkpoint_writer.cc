@@ -1,5 +1,8 @@
 #include "trainer/checkpoint_writer.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <cstring>
 #include <utility>
 
@@ -150,6 +153,13 @@ std::optional<CheckpointWritten> CheckpointWriter::TakeFinished() {
 }
 
 void CheckpointWriter::WriterLoop() {
+#ifdef SCHED_BATCH
+  // Best effort: a save wakes this thread after a long sleep, and the scheduler would let it
+  // preempt the trainer at once (wakeup preemption), which then waits out the writer's slice
+  // inside its blocking time. SCHED_BATCH gives up that preference and nothing else.
+  sched_param param{};
+  pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+#endif
   while (true) {
     bool touch_only = false;
     {

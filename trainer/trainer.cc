@@ -206,6 +206,16 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
   const std::vector<std::vector<int64_t>> micro_batches =
       PackMicroBatches(lengths, options_.micro_batch_tokens);
   const PolicyLossOptions loss_options = PolicyLossOptions::From(options_);
+  double local_rows = 0;
+  for (int64_t length : lengths) local_rows += static_cast<double>(length);
+  double global_rows = local_rows;
+  const bool moe_loss = options_.moe_aux_loss_coef > 0 || options_.moe_z_loss_coef > 0;
+  if (reducer_ != nullptr && moe_loss && model_->config().num_experts > 0) {
+    absl::StatusOr<double> rows = reducer_->AllReduceScalar(local_rows);
+    if (!rows.ok()) return rows.status();
+    global_rows = *rows;
+  }
+  MoeStep moe(model_->config(), options_, local_rows, global_rows);
 
   StepMetrics metrics;
   StepSums sums;
@@ -218,8 +228,10 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
     std::vector<ScoredSequence> sequences;
     std::vector<float> behaviour, advantages;
     std::vector<uint8_t> mask;
+    int64_t rows = 0;
     for (int64_t i : micro) {
       const Rollout& r = batch[i];
+      rows += static_cast<int64_t>(r.prompt_tokens.size() + r.completion_tokens.size());
       ScoredSequence seq;
       seq.tokens = r.prompt_tokens;
       seq.tokens.insert(seq.tokens.end(), r.completion_tokens.begin(), r.completion_tokens.end());
@@ -230,8 +242,8 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
                         static_cast<float>(r.advantage));
       mask.insert(mask.end(), masks[i].begin(), masks[i].end());
     }
-    absl::StatusOr<TokenLogprobs> forward =
-        ComputeTokenLogprobs(*model_, sequences, options_.temperature, /*with_entropy=*/true);
+    absl::StatusOr<TokenLogprobs> forward = ComputeTokenLogprobs(
+        *model_, sequences, options_.temperature, /*with_entropy=*/true, moe.observer());
     if (!forward.ok()) return forward.status();
     PolicyLossInput input;
     input.logprobs = forward->logprobs;
@@ -253,7 +265,11 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
     PolicyLossResult result;
     try {
       result = PolicyLoss(input, loss_options);
-      result.loss.backward();
+      if (moe.sparse()) {
+        (result.loss + moe.MicroBatchLoss(rows)).backward();
+      } else {
+        result.loss.backward();
+      }
     } catch (const c10::Error& e) {
       return absl::InternalError(
           absl::StrCat("TrainStep: backward failed: ", e.what_without_backtrace()));
@@ -319,6 +335,7 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
   metrics.tokens = sums.tokens;
   metrics.sequences = static_cast<int64_t>(batch.size());
   metrics.loss = sums.loss;
+  metrics.moe = moe.Finish();
   if (!mismatch_weights_dir.empty() && parity.tokens_mismatched > 0) {
     if (absl::Status s = SaveWeightsOnce(mismatch_weights_dir); !s.ok()) return s;
   }

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
+#include "trainer/moe_step.h"
 #include "trainer/trainer_options.h"
 
 namespace lockstep::trainer {
@@ -85,6 +86,7 @@ struct StepMetrics {
   int64_t sequences = 0;        // rollouts or examples (this rank)
   double kl = 0;                // mean k3 to the reference per loss token, when kl_coef > 0
   ParityStats parity;
+  std::optional<MoeStepStats> moe;  // mixture-of-experts models: aux losses and expert load
   double seconds = 0;
   int64_t micro_batches = 0;
   // Background checkpoints (checkpoint_writer.h) since the previous step: how long the last

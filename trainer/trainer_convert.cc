@@ -91,6 +91,20 @@ void ToProto(const StepMetrics& metrics, v1::StepMetrics* proto) {
     proto->set_checkpoint_blocking_ms(*metrics.checkpoint_blocking_ms);
   }
   if (metrics.checkpoint_write_ms) proto->set_checkpoint_write_ms(*metrics.checkpoint_write_ms);
+  if (metrics.moe) {
+    v1::MoeStats* moe = proto->mutable_moe();
+    moe->set_aux_loss(metrics.moe->aux_loss);
+    moe->set_z_loss(metrics.moe->z_loss);
+    moe->mutable_sparse_layers()->Add(metrics.moe->sparse_layers.begin(),
+                                      metrics.moe->sparse_layers.end());
+    moe->set_num_experts(metrics.moe->expert_load.empty()
+                             ? 0
+                             : static_cast<int64_t>(metrics.moe->expert_load.front().size()));
+    for (const std::vector<int64_t>& layer : metrics.moe->expert_load) {
+      moe->mutable_expert_load()->Add(layer.begin(), layer.end());
+    }
+    moe->set_load_imbalance_max(metrics.moe->load_imbalance_max);
+  }
 }
 
 void ToProto(const std::vector<std::vector<float>>& logprobs, v1::ComputeLogprobsResponse* proto) {

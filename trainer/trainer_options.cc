@@ -96,6 +96,10 @@ absl::Status ApplyKey(TrainerOptions& o, const std::string& key, const json& val
       o.tis_cap = value.get<double>();
     } else if (key == "kl_coef") {
       o.kl_coef = value.get<double>();
+    } else if (key == "moe_aux_loss_coef") {
+      o.moe_aux_loss_coef = value.get<double>();
+    } else if (key == "moe_z_loss_coef") {
+      o.moe_z_loss_coef = value.get<double>();
     } else if (key == "micro_batch_tokens") {
       o.micro_batch_tokens = value.get<int64_t>();
     } else if (key == "checkpoint_dir") {
@@ -144,6 +148,8 @@ absl::Status TrainerOptions::Validate() const {
   if (!(constant_normalizer > 0)) return Invalid("constant_normalizer", "must be > 0");
   if (!(tis_cap >= 0)) return Invalid("tis_cap", "must be >= 0 (0 = off)");
   if (!(kl_coef >= 0)) return Invalid("kl_coef", "must be >= 0 (0 = off)");
+  if (!(moe_aux_loss_coef >= 0)) return Invalid("moe_aux_loss_coef", "must be >= 0 (0 = off)");
+  if (!(moe_z_loss_coef >= 0)) return Invalid("moe_z_loss_coef", "must be >= 0 (0 = off)");
   if (micro_batch_tokens <= 0) return Invalid("micro_batch_tokens", "must be > 0");
   if (keep_last < 0) return Invalid("keep_last", "must be >= 0 (0 = keep all)");
   return absl::OkStatus();
@@ -192,6 +198,8 @@ std::string TrainerOptionsToJson(const TrainerOptions& o) {
   j["constant_normalizer"] = o.constant_normalizer;
   j["tis_cap"] = o.tis_cap;
   j["kl_coef"] = o.kl_coef;
+  j["moe_aux_loss_coef"] = o.moe_aux_loss_coef;
+  j["moe_z_loss_coef"] = o.moe_z_loss_coef;
   j["micro_batch_tokens"] = o.micro_batch_tokens;
   j["checkpoint_dir"] = o.checkpoint_dir;
   j["keep_last"] = o.keep_last;

@@ -59,6 +59,10 @@ struct TrainerOptions {
   double constant_normalizer = 1.0;  // for Aggregation::kConstant (e.g. max completion length)
   double tis_cap = 0.0;              // truncated importance sampling cap; 0 = off
   double kl_coef = 0.0;              // k3 KL to the initial weights; 0 = off (no copy kept)
+  // Mixture-of-experts models only: the load-balancing loss (HF load_balancing_loss_func) and
+  // ST-MoE's router z-loss, over every routed token of the forward; 0 = off (the RL default).
+  double moe_aux_loss_coef = 0.0;
+  double moe_z_loss_coef = 0.0;
 
   // batching
   int64_t micro_batch_tokens = 4096;

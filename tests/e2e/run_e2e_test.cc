@@ -192,12 +192,37 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
 // Issue 24: the same job on a Qwen3-MoE (8 experts, top-2): trainer and generator agree bit for
 // bit with routing in the forward, and the checkpoint holds the experts under Hugging Face names.
 TEST_F(RunE2eTest, MixtureOfExpertsTrainsWithExactParity) {
-  Outcome moe = RunLockstep(Run("moe", {"--set", "model.arch=qwen3_moe"}), root_ / "moe.log");
+  Outcome moe = RunLockstep(Run("moe", {"--set", "model.arch=qwen3_moe", "--set",
+                                         "algorithm.moe_aux_loss_coef=0.01"}),
+                            root_ / "moe.log");
   ASSERT_EQ(moe.exit_code, 0) << moe.output;
   nlohmann::json summary = nlohmann::json::parse(ReadFile(root_ / "moe" / "summary.json"));
   EXPECT_EQ(summary["rl_steps"], 4);
   EXPECT_GT(summary["parity_tokens_compared"].get<int64_t>(), 0);
   EXPECT_EQ(summary["parity_tokens_mismatched"], 0);
+  // Every step reports its expert load: each sparse layer's 8 experts got the step's routed
+  // tokens (k = 2 per token), and the load-balancing loss it applied.
+  int steps = 0;
+  for (const nlohmann::json& record : test_support::JsonLines(root_ / "moe" / "metrics.jsonl")) {
+    ++steps;
+    ASSERT_TRUE(record.contains("moe")) << record.dump();
+    const nlohmann::json& stats = record["moe"];
+    EXPECT_GT(stats["aux_loss"].get<double>(), 0.0);
+    EXPECT_GE(stats["load_imbalance_max"].get<double>(), 1.0);
+    ASSERT_EQ(stats["expert_load"].size(), stats["sparse_layers"].size());
+    ASSERT_FALSE(stats["expert_load"].empty());
+    int64_t first_layer_total = -1;
+    for (const nlohmann::json& layer : stats["expert_load"]) {
+      ASSERT_EQ(layer.size(), 8u);
+      int64_t total = 0;
+      for (const nlohmann::json& count : layer) total += count.get<int64_t>();
+      EXPECT_EQ(total % 2, 0);
+      if (first_layer_total < 0) first_layer_total = total;
+      EXPECT_EQ(total, first_layer_total) << "every layer routes every token";
+    }
+    EXPECT_GT(first_layer_total, 0);
+  }
+  EXPECT_EQ(steps, 4);
   const fs::path weights = LatestWeights(root_ / "moe" / "checkpoints");
   ASSERT_FALSE(weights.empty());
   const std::string bytes = ReadFile(weights);

@@ -310,6 +310,8 @@ TEST(ConfigTest, TrainerOptionsCarryTheTrainerKeys) {
                           "constant_normalizer",
                           "tis_cap",
                           "kl_coef",
+                          "moe_aux_loss_coef",
+                          "moe_z_loss_coef",
                           "temperature",
                           "checkpoint_dir",
                           "keep_last",
