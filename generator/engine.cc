@@ -38,6 +38,7 @@ Engine::Engine(std::shared_ptr<Transformer> model, const EngineOptions& options,
       block_manager_(num_blocks, options.block_size),
       scheduler_(options.scheduler, &block_manager_),
       runner_(std::move(model), num_blocks, options.block_size),
+      sparse_(runner_.model().config().num_experts > 0),
       weight_version_(options.initial_weight_version) {
   PublishWeightsSnapshot();
 }
@@ -168,6 +169,7 @@ void Engine::FinishSample(Sequence* seq, FinishReason reason) {
   out.tokens = seq->generated();
   out.logprobs = seq->logprobs();
   out.weight_versions = seq->weight_versions();
+  out.routed_experts = seq->routed_experts();
   out.finish_reason = reason;
   out.num_preemptions = seq->num_preemptions;
   finished_.push_back(std::move(out));
@@ -182,13 +184,17 @@ absl::StatusOr<std::vector<SampleOutput>> Engine::Step() {
   }
   ScheduledStep step = scheduler_.Schedule();
   if (!step.empty()) {
-    absl::StatusOr<torch::Tensor> logits = runner_.Run(step);
+    routing_.Clear();
+    absl::StatusOr<torch::Tensor> logits = runner_.Run(step, sparse_ ? &routing_ : nullptr);
     if (!logits.ok()) return logits.status();
     scheduler_.Commit(step);
     std::vector<SamplingPick> picks;
-    int64_t row = 0;
+    std::vector<int64_t> packed_rows;  // per logits row: its row in the packed batch
+    int64_t row = 0, packed_end = 0;
     for (const ScheduledSequence& scheduled : step.sequences) {
+      packed_end += scheduled.num_new_tokens;
       if (scheduled.seq->num_computed_tokens != scheduled.seq->num_tokens()) continue;
+      packed_rows.push_back(packed_end - 1);
       Sequence* leader = scheduled.seq;
       picks.push_back({row, leader});
       RequestState& state = requests_.at(leader->request_id());
@@ -207,6 +213,7 @@ absl::StatusOr<std::vector<SampleOutput>> Engine::Step() {
     for (size_t i = 0; i < picks.size(); ++i) {
       Sequence* seq = picks[i].seq;
       seq->AppendToken(sampled[i].token, sampled[i].logprob, weight_version_);
+      if (sparse_) seq->AppendRouting(RoutingOfRow(packed_rows[picks[i].row]));
       const FinishReason reason = StopReason(*seq);
       if (reason != FinishReason::kNone) FinishSample(seq, reason);
     }
@@ -214,6 +221,17 @@ absl::StatusOr<std::vector<SampleOutput>> Engine::Step() {
   std::vector<SampleOutput> out;
   out.swap(finished_);
   return out;
+}
+
+std::vector<int32_t> Engine::RoutingOfRow(int64_t row) const {
+  std::vector<int32_t> experts;
+  for (const RoutingRecorder::Layer& layer : routing_.layers()) {
+    const torch::Tensor choices = layer.routing.experts.contiguous();  // int64 [rows, k]
+    const int64_t k = choices.size(1);
+    const int64_t* chosen = choices.data_ptr<int64_t>() + row * k;
+    for (int64_t r = 0; r < k; ++r) experts.push_back(static_cast<int32_t>(chosen[r]));
+  }
+  return experts;
 }
 
 bool Engine::Abort(int64_t request_id) {

@@ -33,6 +33,7 @@
 #include "generator/model_runner.h"
 #include "generator/scheduler.h"
 #include "generator/sequence.h"
+#include "model/routing_recorder.h"
 #include "model/safetensors.h"
 #include "model/transformer.h"
 
@@ -63,6 +64,9 @@ struct SampleOutput {
   std::vector<int64_t> tokens;
   std::vector<float> logprobs;           // fp32 log p(token) under softmax(logits / T)
   std::vector<int64_t> weight_versions;  // version each token was sampled under
+  // Mixture-of-experts models: [token][sparse layer][k] expert ids the token's row was routed
+  // to, for routing agreement with the trainer; empty for dense models.
+  std::vector<int32_t> routed_experts;
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_preemptions = 0;
 };
@@ -136,6 +140,8 @@ class Engine {
   // Finishes seq (frees its blocks) and queues its output.
   void FinishSample(Sequence* seq, FinishReason reason);
   FinishReason StopReason(const Sequence& seq) const;
+  // The routing of packed row `row` of the last forward, every sparse layer in order.
+  std::vector<int32_t> RoutingOfRow(int64_t row) const;
 
   EngineOptions options_;
   int64_t max_context_;
@@ -143,6 +149,8 @@ class Engine {
   BlockManager block_manager_;
   Scheduler scheduler_;
   ModelRunner runner_;
+  bool sparse_;               // the model has mixture-of-experts layers
+  RoutingRecorder routing_;   // the last forward's routing (sparse models only)
   int64_t weight_version_;
   int64_t next_request_id_ = 0;
   std::map<int64_t, RequestState> requests_;

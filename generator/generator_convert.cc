@@ -51,6 +51,7 @@ void ToProto(const SampleOutput& sample, v1::GenerateResponse* proto) {
                                         sample.weight_versions.end());
   proto->set_finish_reason(ToProto(sample.finish_reason));
   proto->set_num_preemptions(sample.num_preemptions);
+  proto->mutable_routed_experts()->Add(sample.routed_experts.begin(), sample.routed_experts.end());
 }
 
 void ToProto(const EngineLoopStatus& status, v1::GetStatusResponse* proto) {

@@ -45,9 +45,16 @@ class Sequence {
   const std::vector<int64_t>& generated() const { return generated_; }
   const std::vector<float>& logprobs() const { return logprobs_; }
   const std::vector<int64_t>& weight_versions() const { return weight_versions_; }
+  // Mixture-of-experts models: each generated token's routing, [token][sparse layer][k] (the
+  // experts of the row whose logits it was sampled from); empty for dense models.
+  const std::vector<int32_t>& routed_experts() const { return routed_experts_; }
 
   // Appends a sampled token with its log-prob and the weight version it was sampled under.
   void AppendToken(int64_t token, float logprob, int64_t weight_version);
+  // Appends the last token's routing: one expert id per (sparse layer, rank).
+  void AppendRouting(const std::vector<int32_t>& experts) {
+    routed_experts_.insert(routed_experts_.end(), experts.begin(), experts.end());
+  }
 
   // Next uniform draw in [0, 1) of this sample's stream; called once per generated token.
   double NextUniform();
@@ -67,6 +74,7 @@ class Sequence {
   std::vector<int64_t> generated_;
   std::vector<float> logprobs_;
   std::vector<int64_t> weight_versions_;
+  std::vector<int32_t> routed_experts_;
 };
 
 }  // namespace lockstep::generator

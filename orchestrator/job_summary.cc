@@ -68,6 +68,11 @@ void PrintSummaryTable(const JobSummary& summary, const std::string& run_dir, FI
                static_cast<long long>(summary.parity_tokens_compared));
   std::fprintf(out, "  %-28s %lld\n", "parity tokens mismatched",
                static_cast<long long>(summary.parity_tokens_mismatched));
+  if (summary.routing_tokens_compared.has_value()) {
+    std::fprintf(out, "  %-28s %lld of %lld\n", "routing tokens disagreeing",
+                 static_cast<long long>(summary.routing_tokens_disagreeing.value_or(0)),
+                 static_cast<long long>(*summary.routing_tokens_compared));
+  }
   if (summary.restarts_total > 0) {
     std::string services;
     for (const auto& [name, count] : summary.restarts) {

@@ -86,7 +86,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed,
                                                 samples_trained, reward_items_sent,
                                                 reward_items_scored, reward_items_failed,
                                                 model_tokens_trained, environment_tokens_trained,
-                                                episodes, staleness, max_staleness, rewards, wall_s,
+                                                routing_tokens_compared,
+                                                routing_tokens_disagreeing, episodes, staleness, max_staleness, rewards, wall_s,
                                                 restarts, restarts_total, prompts,
                                                 trainer_rollbacks)
 

@@ -40,6 +40,13 @@ MoeRecord ToRecord(const v1::MoeStats& moe) {
     record.expert_load.emplace_back(moe.expert_load().begin() + begin,
                                     moe.expert_load().begin() + begin + experts);
   }
+  record.routing_tokens_compared = moe.routing_tokens_compared();
+  record.routing_tokens_disagreeing = moe.routing_tokens_disagreeing();
+  if (moe.routing_tokens_disagreeing() > 0) {
+    record.first_disagreement = RoutingDisagreement{moe.first_disagreement_rollout(),
+                                                    moe.first_disagreement_position(),
+                                                    moe.first_disagreement_layer()};
+  }
   return record;
 }
 

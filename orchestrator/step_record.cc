@@ -43,6 +43,12 @@ void RlTotals::Add(const StepRecord& record) {
   samples_trained += record.rollouts_trained.value_or(0);
   model_tokens_trained += record.rollout_model_tokens.value_or(0);
   environment_tokens_trained += record.rollout_environment_tokens.value_or(0);
+  if (record.moe) {
+    routing_tokens_compared = routing_tokens_compared.value_or(0) +
+                              record.moe->routing_tokens_compared;
+    routing_tokens_disagreeing = routing_tokens_disagreeing.value_or(0) +
+                                 record.moe->routing_tokens_disagreeing;
+  }
   if (record.episodes) episodes += *record.episodes;
   if (record.staleness) {
     for (const auto& [age, count] : record.staleness->counts) ages[age] += count;

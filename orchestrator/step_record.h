@@ -86,17 +86,33 @@ struct FirstSampleRecord {
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FirstSampleRecord, service, first_sample_s)
 
+// Where trainer and generator first routed a token differently: rollout (batch index), its
+// completion position, and the first sparse layer that differs.
+struct RoutingDisagreement {
+  int64_t rollout = -1;
+  int64_t position = -1;
+  int64_t layer = -1;
+};
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RoutingDisagreement, rollout, position, layer)
+
 // A mixture-of-experts model's step (the trainer's MoeStats): aux losses before their
-// coefficients, tokens routed to each expert of each sparse layer, the worst layer's max/mean.
+// coefficients, tokens routed to each expert of each sparse layer, the worst layer's max/mean,
+// and routing agreement with the generator over policy-age-0 tokens (0 disagreeing is the
+// batch-invariant claim: no routing replay needed).
 struct MoeRecord {
   double aux_loss = 0;
   double z_loss = 0;
   double load_imbalance_max = 0;
   std::vector<int64_t> sparse_layers;
   std::vector<std::vector<int64_t>> expert_load;  // [sparse layer][expert]
+  int64_t routing_tokens_compared = 0;
+  int64_t routing_tokens_disagreeing = 0;
+  std::optional<RoutingDisagreement> first_disagreement;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MoeRecord, aux_loss, z_loss, load_imbalance_max,
-                                                sparse_layers, expert_load)
+                                                sparse_layers, expert_load,
+                                                routing_tokens_compared,
+                                                routing_tokens_disagreeing, first_disagreement)
 
 struct StepRecord {
   int64_t step = 0;  // RL steps done after this one (1-based)
@@ -173,6 +189,9 @@ struct SummaryTotals {
   int64_t samples_trained = 0;
   int64_t model_tokens_trained = 0;        // loss-mask tokens sent to the trainer
   int64_t environment_tokens_trained = 0;  // masked-out observation tokens sent to the trainer
+  // Mixture-of-experts jobs only: routing agreement with the generator (MoeRecord).
+  std::optional<int64_t> routing_tokens_compared;
+  std::optional<int64_t> routing_tokens_disagreeing;
 };
 
 // Figures accumulated over step records.

@@ -52,6 +52,7 @@ v1::Rollout* AddTrainRollout(const std::vector<int64_t>& prompt_ids,
   *rollout->mutable_behaviour_logprobs() = sample.logprobs();
   rollout->set_advantage(advantage);
   rollout->set_group_id(group_id);
+  *rollout->mutable_routed_experts() = sample.routed_experts();
   const std::vector<int64_t> model_versions = ModelTokenVersions(sample);
   if (static_cast<int>(model_versions.size()) == sample.weight_versions_size()) {
     *rollout->mutable_weight_versions() = sample.weight_versions();

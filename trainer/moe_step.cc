@@ -4,6 +4,14 @@
 
 namespace lockstep::trainer {
 
+int64_t RoutedPerToken(const ModelConfig& config) {
+  int64_t layers = 0;
+  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
+    layers += config.IsSparseLayer(layer) ? 1 : 0;
+  }
+  return layers * config.num_experts_per_tok;
+}
+
 MoeStep::MoeStep(const ModelConfig& config, const TrainerOptions& options, double local_rows,
                  double global_rows)
     : num_experts_(config.num_experts),
@@ -42,13 +50,35 @@ torch::Tensor MoeStep::MicroBatchLoss(int64_t rows) {
   z_sum_ += local_share * z.item<double>();
   if (aux_coef_ > 0) term = term + (aux_coef_ * global_share) * aux;
   if (z_coef_ > 0) term = term + (z_coef_ * global_share) * z;
-  recorder_.Clear();
   return term;
+}
+
+void MoeStep::CompareRouting(int64_t rollout, int64_t position, int64_t row,
+                             const int32_t* generator) {
+  if (!sparse_) return;
+  ++routing_.routing_tokens_compared;
+  int64_t at = 0;
+  size_t seen = 0;
+  for (const RoutingRecorder::Layer& layer : recorder_.layers()) {
+    if (seen++ == layers_.size()) break;  // one forward's layers
+    const torch::Tensor choices = layer.routing.experts.contiguous();  // int64 [rows, k]
+    const int64_t k = choices.size(1);
+    const int64_t* chosen = choices.data_ptr<int64_t>() + row * k;
+    for (int64_t r = 0; r < k; ++r, ++at) {
+      if (chosen[r] == generator[at]) continue;
+      if (routing_.routing_tokens_disagreeing++ == 0) {
+        routing_.first_disagreement_rollout = rollout;
+        routing_.first_disagreement_position = position;
+        routing_.first_disagreement_layer = layer.layer;
+      }
+      return;
+    }
+  }
 }
 
 std::optional<MoeStepStats> MoeStep::Finish() const {
   if (!sparse_) return std::nullopt;
-  MoeStepStats stats;
+  MoeStepStats stats = routing_;
   stats.aux_loss = aux_sum_;
   stats.z_loss = z_sum_;
   stats.sparse_layers = layers_;

@@ -33,7 +33,18 @@ struct MoeStepStats {
   std::vector<int64_t> sparse_layers;             // ascending
   std::vector<std::vector<int64_t>> expert_load;  // [sparse layer][expert]: tokens routed (x k)
   double load_imbalance_max = 0;  // max over layers of max_e load / mean_e load (1 = balanced)
+  // Routing agreement with the generator over the policy-age-0 tokens it reported routing for:
+  // a token agrees when every sparse layer chose the same experts in the same rank order.
+  // Batch-invariant mode's claim is routing_tokens_disagreeing == 0.
+  int64_t routing_tokens_compared = 0;
+  int64_t routing_tokens_disagreeing = 0;
+  int64_t first_disagreement_rollout = -1;  // batch index, -1 = none
+  int64_t first_disagreement_position = -1;  // index into its completion tokens
+  int64_t first_disagreement_layer = -1;     // the first sparse layer that differs there
 };
+
+// Expert ids a mixture-of-experts model routes per token: sparse layers x k (0 for dense).
+int64_t RoutedPerToken(const ModelConfig& config);
 
 class MoeStep {
  public:
@@ -43,11 +54,18 @@ class MoeStep {
           double global_rows);
 
   bool sparse() const { return sparse_; }
-  // The observer for the next micro-batch's forward; null for a dense model.
-  ForwardObserver* observer() { return sparse_ ? &recorder_ : nullptr; }
+  // The observer for the next micro-batch's forward (what the last one recorded is dropped);
+  // null for a dense model.
+  ForwardObserver* observer() {
+    recorder_.Clear();
+    return sparse_ ? &recorder_ : nullptr;
+  }
   // After that forward: records the routing and returns the term to add to the micro-batch's
   // loss (a zero scalar when both coefficients are 0 or the model is dense).
   torch::Tensor MicroBatchLoss(int64_t rows);
+  // After that forward: the generator's routing of completion token `position` of rollout
+  // `rollout` (`generator`: RoutedPerToken ids) against this forward's packed row `row`.
+  void CompareRouting(int64_t rollout, int64_t position, int64_t row, const int32_t* generator);
   // The step's figures; nullopt for a dense model.
   std::optional<MoeStepStats> Finish() const;
 
@@ -58,6 +76,7 @@ class MoeStep {
   double local_rows_ = 0, global_rows_ = 0;
   RoutingRecorder recorder_;
   double aux_sum_ = 0, z_sum_ = 0;  // row-weighted
+  MoeStepStats routing_;           // the routing agreement figures only
   std::vector<int64_t> layers_;
   std::vector<torch::Tensor> load_;  // per sparse layer, int64 [num_experts], summed
 };

@@ -137,6 +137,7 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
   const Clock::time_point start = Clock::now();
   if (batch.empty()) return absl::InvalidArgumentError("TrainStep: empty batch");
   // Validate everything before touching any state.
+  const size_t routed_per_token = static_cast<size_t>(RoutedPerToken(model_->config()));
   for (size_t i = 0; i < batch.size(); ++i) {
     const Rollout& r = batch[i];
     absl::Status valid = ValidateSequence("rollout", i, r.prompt_tokens, r.completion_tokens);
@@ -156,6 +157,11 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
     if (!r.loss_mask.empty() && r.loss_mask.size() != n) {
       return fail(
           absl::StrCat(r.loss_mask.size(), " loss-mask entries for ", n, " completion tokens"));
+    }
+    if (!r.routed_experts.empty() && r.routed_experts.size() != n * routed_per_token) {
+      return fail(absl::StrCat(r.routed_experts.size(), " routed experts for ", n,
+                               " completion tokens (the model routes ", routed_per_token,
+                               " per token)"));
     }
     if (!std::isfinite(r.advantage)) {
       return fail(absl::StrCat("advantage is not finite (", r.advantage, ")"));
@@ -286,9 +292,10 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
     const float* kl_p = kl.data_ptr<float>();
     const bool* clipped_p = clipped.data_ptr<bool>();
     sums.loss += result.loss.item<double>();
-    int64_t k = 0;
+    int64_t k = 0, packed = 0;  // packed: the rollout's first row in this forward
     for (int64_t i : micro) {
       const Rollout& r = batch[i];
+      const int64_t prompt = static_cast<int64_t>(r.prompt_tokens.size());
       for (size_t j = 0; j < r.completion_tokens.size(); ++j, ++k) {
         if (masks[i][j]) {
           ++sums.tokens;
@@ -306,7 +313,12 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
         if (!nudged && NudgeParityForTests()) t = std::nextafter(t, INFINITY);
         nudged = true;
         parity_tokens.Add(i, static_cast<int64_t>(j), t, r.behaviour_logprobs[j]);
+        if (!r.routed_experts.empty()) {  // the row whose logits token j was sampled from
+          moe.CompareRouting(i, static_cast<int64_t>(j), packed + prompt + static_cast<int64_t>(j) - 1,
+                             r.routed_experts.data() + j * routed_per_token);
+        }
       }
+      packed += prompt + static_cast<int64_t>(r.completion_tokens.size());
     }
   }
   const ParityReport compared = parity_tokens.Finish();

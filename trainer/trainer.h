@@ -49,6 +49,9 @@ struct Rollout {
   std::vector<uint8_t> loss_mask;         // empty = all 1; 0 = environment token (no loss/parity)
   double advantage = 0;
   int64_t group_id = 0;
+  // Mixture-of-experts models: the generator's routing of each completion token's row,
+  // [token][sparse layer][k]; empty = not compared (MoeStepStats' routing agreement).
+  std::vector<int32_t> routed_experts;
 };
 
 // Supervised example: cross-entropy on the completion tokens given the prompt.

@@ -28,6 +28,7 @@ std::vector<Rollout> FromProto(const v1::TrainStepRequest& proto) {
     for (bool keep : source.loss_mask()) rollout.loss_mask.push_back(keep ? 1 : 0);
     rollout.advantage = source.advantage();
     rollout.group_id = source.group_id();
+    rollout.routed_experts = ToVector<int32_t>(source.routed_experts());
     rollouts.push_back(std::move(rollout));
   }
   return rollouts;
@@ -104,6 +105,11 @@ void ToProto(const StepMetrics& metrics, v1::StepMetrics* proto) {
       moe->mutable_expert_load()->Add(layer.begin(), layer.end());
     }
     moe->set_load_imbalance_max(metrics.moe->load_imbalance_max);
+    moe->set_routing_tokens_compared(metrics.moe->routing_tokens_compared);
+    moe->set_routing_tokens_disagreeing(metrics.moe->routing_tokens_disagreeing);
+    moe->set_first_disagreement_rollout(metrics.moe->first_disagreement_rollout);
+    moe->set_first_disagreement_position(metrics.moe->first_disagreement_position);
+    moe->set_first_disagreement_layer(metrics.moe->first_disagreement_layer);
   }
 }
 

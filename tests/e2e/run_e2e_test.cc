@@ -190,7 +190,9 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
 }
 
 // Issue 24: the same job on a Qwen3-MoE (8 experts, top-2): trainer and generator agree bit for
-// bit with routing in the forward, and the checkpoint holds the experts under Hugging Face names.
+// bit and route every sampled token alike (the generator reports its routing, the trainer
+// compares), each step reports expert load, and the checkpoint holds the experts under Hugging
+// Face names.
 TEST_F(RunE2eTest, MixtureOfExpertsTrainsWithExactParity) {
   Outcome moe = RunLockstep(Run("moe", {"--set", "model.arch=qwen3_moe", "--set",
                                          "algorithm.moe_aux_loss_coef=0.01"}),
@@ -221,8 +223,15 @@ TEST_F(RunE2eTest, MixtureOfExpertsTrainsWithExactParity) {
       EXPECT_EQ(total, first_layer_total) << "every layer routes every token";
     }
     EXPECT_GT(first_layer_total, 0);
+    // The generator's routing of every sampled token, compared by the trainer: all alike.
+    EXPECT_EQ(stats["routing_tokens_compared"], record["parity"]["tokens_compared"]);
+    EXPECT_EQ(stats["routing_tokens_disagreeing"], 0);
+    EXPECT_FALSE(stats.contains("first_disagreement"));
   }
   EXPECT_EQ(steps, 4);
+  EXPECT_EQ(summary["routing_tokens_compared"], summary["parity_tokens_compared"]);
+  EXPECT_EQ(summary["routing_tokens_disagreeing"], 0);
+  EXPECT_NE(moe.output.find("routing tokens disagreeing"), std::string::npos) << moe.output;
   const fs::path weights = LatestWeights(root_ / "moe" / "checkpoints");
   ASSERT_FALSE(weights.empty());
   const std::string bytes = ReadFile(weights);

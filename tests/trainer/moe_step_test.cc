@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "gtest/gtest.h"
+#include "tests/trainer/engine_samples.h"
 #include "tests/trainer/trainer_test_util.h"
 #include "trainer/trainer.h"
 
@@ -12,14 +13,15 @@ namespace lockstep::trainer {
 namespace {
 
 using testing::CloneMap;
+using testing::Generate;
 using testing::RandomRollouts;
 using testing::TinyModel;
 
-std::shared_ptr<Transformer> TinyMoe(uint64_t seed) {
+std::shared_ptr<Transformer> TinyMoe(uint64_t seed, NumericMode mode = NumericMode::kFast) {
   ModelConfig config = *PresetConfig(Architecture::kQwen3Moe, "tiny");
   config.num_hidden_layers = 2;
   ModelOptions options;
-  options.numeric_mode = NumericMode::kFast;
+  options.numeric_mode = mode;
   return CreateRandomModel(config, seed, options);
 }
 
@@ -86,6 +88,67 @@ TEST(MoeStepTest, AuxLossesMoveTheRoutersAndNothingDownstreamOfThem) {
     EXPECT_LE((state_on.at(name) - state_off.at(name)).abs().max().item<double>(), 1e-6 * scale)
         << name;
   }
+}
+
+// The generator reports each sampled token's routing; in batch-invariant mode the trainer's
+// forward of the same tokens (packed, other micro-batches) routes every one of them alike, and
+// a changed id is found and named.
+TEST(MoeStepTest, TrainerRoutesEveryOnPolicyTokenAsTheGeneratorDid) {
+  const double temperature = 0.9;
+  const std::vector<generator::SampleOutput> samples =
+      Generate(TinyMoe(7, NumericMode::kBatchInvariant), temperature, 3, 2);
+  ASSERT_EQ(samples.size(), 6u);
+  const ModelConfig config = TinyMoe(7)->config();
+  const int64_t per_token = RoutedPerToken(config);
+  EXPECT_EQ(per_token, 2 * config.num_experts_per_tok);
+  std::vector<Rollout> rollouts;
+  int64_t num_tokens = 0;
+  for (const generator::SampleOutput& s : samples) {
+    EXPECT_EQ(static_cast<int64_t>(s.routed_experts.size()),
+              static_cast<int64_t>(s.tokens.size()) * per_token);
+    Rollout r;
+    r.prompt_tokens = s.prompt;
+    r.completion_tokens = s.tokens;
+    r.behaviour_logprobs = s.logprobs;
+    r.weight_versions = s.weight_versions;
+    r.routed_experts = s.routed_experts;
+    r.advantage = s.sample_index == 0 ? 1.0 : -1.0;
+    r.group_id = s.request_id;
+    num_tokens += static_cast<int64_t>(s.tokens.size());
+    rollouts.push_back(std::move(r));
+  }
+  TrainerOptions options;
+  options.mode = NumericMode::kBatchInvariant;
+  options.temperature = temperature;
+  options.micro_batch_tokens = 24;
+  const auto [agree, state] = Step(TinyMoe(7, NumericMode::kBatchInvariant), options, rollouts);
+  ASSERT_TRUE(agree.moe.has_value());
+  EXPECT_GT(agree.micro_batches, 1);
+  EXPECT_EQ(agree.parity.tokens_mismatched, 0);
+  EXPECT_EQ(agree.moe->routing_tokens_compared, num_tokens);
+  EXPECT_EQ(agree.moe->routing_tokens_disagreeing, 0);
+  EXPECT_EQ(agree.moe->first_disagreement_layer, -1);
+
+  // Token 2 of rollout 1: its second sparse layer's rank-0 expert replaced.
+  int32_t& id = rollouts[1].routed_experts[2 * per_token + config.num_experts_per_tok];
+  id = static_cast<int32_t>((id + 1) % config.num_experts);
+  const auto [differ, state2] = Step(TinyMoe(7, NumericMode::kBatchInvariant), options, rollouts);
+  ASSERT_TRUE(differ.moe.has_value());
+  EXPECT_EQ(differ.moe->routing_tokens_compared, num_tokens);
+  EXPECT_EQ(differ.moe->routing_tokens_disagreeing, 1);
+  EXPECT_EQ(differ.moe->first_disagreement_rollout, 1);
+  EXPECT_EQ(differ.moe->first_disagreement_position, 2);
+  EXPECT_EQ(differ.moe->first_disagreement_layer, 1);
+
+  // A routing of the wrong size is refused before anything changes.
+  rollouts[0].routed_experts.pop_back();
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer =
+      Trainer::Create(TinyMoe(7, NumericMode::kBatchInvariant), options);
+  ASSERT_TRUE(trainer.ok());
+  absl::StatusOr<StepMetrics> refused = (*trainer)->TrainStep(rollouts);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("routed experts"), std::string::npos)
+      << refused.status();
 }
 
 TEST(MoeStepTest, DenseModelsReportNoMoeFigures) {

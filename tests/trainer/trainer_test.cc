@@ -10,12 +10,14 @@
 
 #include "generator/engine.h"
 #include "gtest/gtest.h"
+#include "tests/trainer/engine_samples.h"
 #include "tests/trainer/trainer_test_util.h"
 
 namespace lockstep::trainer {
 namespace {
 
 using testing::BitEqual;
+using testing::Generate;
 using testing::CloneMap;
 using testing::RandomRollouts;
 using testing::TinyModel;
@@ -24,36 +26,6 @@ std::unique_ptr<Trainer> MakeTrainer(std::shared_ptr<Transformer> model, Trainer
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(std::move(model), options);
   EXPECT_TRUE(trainer.ok()) << trainer.status();
   return std::move(*trainer);
-}
-
-// Samples `num_prompts` x n completions with the generator engine on its own copy of the model.
-std::vector<generator::SampleOutput> Generate(std::shared_ptr<Transformer> model,
-                                              double temperature, int64_t num_prompts, int64_t n) {
-  generator::EngineOptions options;
-  options.block_size = 4;
-  options.kv_cache_bytes = 256 * generator::BlockManager::BytesPerBlock(model->config(), 4);
-  options.scheduler.max_num_batched_tokens = 16;  // chunked prefill and mixed batches
-  options.scheduler.max_num_seqs = 64;
-  absl::StatusOr<std::unique_ptr<generator::Engine>> engine =
-      generator::Engine::Create(std::move(model), options);
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  for (int64_t p = 0; p < num_prompts; ++p) {
-    generator::Request request;
-    for (int64_t t = 0; t < 5 + 3 * p; ++t) request.prompt.push_back((37 * p + 11 * t + 5) % 512);
-    request.n = n;
-    request.seed = 100 + p;
-    request.params.temperature = temperature;
-    request.params.max_tokens = 6 + 2 * p;
-    EXPECT_TRUE((*engine)->AddRequest(request).ok());
-  }
-  std::vector<generator::SampleOutput> samples;
-  while ((*engine)->HasUnfinished()) {
-    absl::StatusOr<std::vector<generator::SampleOutput>> finished = (*engine)->Step();
-    EXPECT_TRUE(finished.ok()) << finished.status();
-    if (!finished.ok()) break;
-    samples.insert(samples.end(), finished->begin(), finished->end());
-  }
-  return samples;
 }
 
 TEST(TrainerTest, OnPolicyBatchInvariantRatioIsExactlyOneAndParityIsClean) {
