@@ -2,6 +2,7 @@
 // are the same job but for max_staleness (and the name), and their eval is held out: none of
 // its (a, b) pairs is in the SFT or RL sets the job builds from the same options and seed.
 // configs/demo_code.toml: the code variant, rewarded by code_tests, its eval held out too.
+// configs/demo_moe.toml: demo.toml on the qwen3_moe architecture, nothing else changed.
 #include <set>
 #include <string>
 #include <utility>
@@ -61,6 +62,17 @@ void ExpectEvalHeldOut(const absl::StatusOr<ArithmeticTask>& task) {
 
 TEST(DemoRecipesTest, TheEvalIsHeldOutFromSftAndRl) {
   ExpectEvalHeldOut(MakeArithmeticTask(TaskOptions(Load("demo.toml"))));
+}
+
+TEST(DemoRecipesTest, MoeDemoIsTheDemoOnAMixtureOfExperts) {
+  JobConfig demo = Load("demo.toml"), moe = Load("demo_moe.toml");
+  EXPECT_EQ(moe.model.arch, "qwen3_moe");
+  EXPECT_EQ(moe.algorithm.moe_aux_loss_coef, 0.0);  // off in RL
+  // Otherwise the same job: the same task, SFT warm start, strict parity, on-policy.
+  moe.model.arch = demo.model.arch;
+  moe.job.name = demo.job.name;
+  demo.source = moe.source = "";
+  EXPECT_EQ(ResolvedConfigToml(demo), ResolvedConfigToml(moe));
 }
 
 TEST(DemoRecipesTest, CodeDemoIsOnPolicyStrictParityRewardedByRunningPrograms) {
