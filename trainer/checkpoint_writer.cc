@@ -95,11 +95,6 @@ absl::Status CheckpointWriter::WaitLocked(std::unique_lock<std::mutex>& lock) {
   return std::exchange(unreturned_failure_, absl::OkStatus());
 }
 
-absl::Status CheckpointWriter::WaitForWriter() {
-  std::unique_lock<std::mutex> lock(mu_);
-  return WaitLocked(lock);
-}
-
 void CheckpointWriter::StartWrite(int64_t step, const ModelConfig& model_config) {
   step_ = step;
   model_config_ = model_config;
@@ -115,7 +110,7 @@ absl::StatusOr<CheckpointSubmitted> CheckpointWriter::Save(int64_t step,
                                                            const TensorMap& weights,
                                                            const CheckpointPayload& payload) {
   const absl::Time start = absl::Now();
-  if (absl::Status s = WaitForWriter(); !s.ok()) return s;
+  if (absl::Status s = Wait(); !s.ok()) return s;
   // No write is in flight: the snapshot is ours until StartWrite.
   const absl::Time copy_start = absl::Now();
   const int64_t allocated = PairWithBuffers(weights, payload);
@@ -131,7 +126,7 @@ absl::StatusOr<CheckpointSubmitted> CheckpointWriter::Save(int64_t step,
 absl::StatusOr<CheckpointSubmitted> CheckpointWriter::SaveReserved(
     int64_t step, const ModelConfig& model_config, TrainerStateRenderer render_trainer_state) {
   const absl::Time start = absl::Now();
-  if (absl::Status s = WaitForWriter(); !s.ok()) return s;
+  if (absl::Status s = Wait(); !s.ok()) return s;
   if (copies_.empty()) {
     return absl::FailedPreconditionError("SaveReserved: no Reserve or Save named the state");
   }
@@ -145,7 +140,10 @@ absl::StatusOr<CheckpointSubmitted> CheckpointWriter::SaveReserved(
                              Milliseconds(end - copy_start), /*allocated_bytes=*/0};
 }
 
-absl::Status CheckpointWriter::Wait() { return WaitForWriter(); }
+absl::Status CheckpointWriter::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  return WaitLocked(lock);
+}
 
 std::optional<CheckpointWritten> CheckpointWriter::TakeFinished() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -122,8 +122,6 @@ class CheckpointWriter {
   int64_t PairWithBuffers(const TensorMap& weights, const CheckpointPayload& payload);
   // Copies every source of copies_ into its buffer.
   void CopySources();
-  // Waits for the write in flight; returns its unreturned failure, if any.
-  absl::Status WaitForWriter();
   // Hands the snapshot of `step` to the writer thread.
   void StartWrite(int64_t step, const ModelConfig& model_config);
   // Writes zeros over every snapshot buffer (faults its pages in); on the writer thread.
