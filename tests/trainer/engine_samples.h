@@ -8,6 +8,7 @@
 #include "generator/engine.h"
 #include "gtest/gtest.h"
 #include "model/transformer.h"
+#include "trainer/trainer.h"
 
 namespace lockstep::trainer::testing {
 
@@ -40,6 +41,31 @@ inline std::vector<generator::SampleOutput> Generate(std::shared_ptr<Transformer
     samples.insert(samples.end(), finished->begin(), finished->end());
   }
   return samples;
+}
+
+// One on-policy rollout per sample (its log-probs, versions and routing as the engine reported
+// them): advantage +1 for sample 0 of a request, -1 for the others, grouped by request.
+inline std::vector<Rollout> RolloutsFrom(const std::vector<generator::SampleOutput>& samples) {
+  std::vector<Rollout> rollouts;
+  for (const generator::SampleOutput& s : samples) {
+    Rollout r;
+    r.prompt_tokens = s.prompt;
+    r.completion_tokens = s.tokens;
+    r.behaviour_logprobs = s.logprobs;
+    r.weight_versions = s.weight_versions;
+    r.routed_experts = s.routed_experts;
+    r.advantage = s.sample_index == 0 ? 1.0 : -1.0;
+    r.group_id = s.request_id;
+    rollouts.push_back(std::move(r));
+  }
+  return rollouts;
+}
+
+// Completion tokens over all rollouts.
+inline int64_t CompletionTokens(const std::vector<Rollout>& rollouts) {
+  int64_t tokens = 0;
+  for (const Rollout& r : rollouts) tokens += static_cast<int64_t>(r.completion_tokens.size());
+  return tokens;
 }
 
 }  // namespace lockstep::trainer::testing

@@ -101,22 +101,12 @@ TEST(MoeStepTest, TrainerRoutesEveryOnPolicyTokenAsTheGeneratorDid) {
   const ModelConfig config = TinyMoe(7)->config();
   const int64_t per_token = RoutedPerToken(config);
   EXPECT_EQ(per_token, 2 * config.num_experts_per_tok);
-  std::vector<Rollout> rollouts;
-  int64_t num_tokens = 0;
   for (const generator::SampleOutput& s : samples) {
     EXPECT_EQ(static_cast<int64_t>(s.routed_experts.size()),
               static_cast<int64_t>(s.tokens.size()) * per_token);
-    Rollout r;
-    r.prompt_tokens = s.prompt;
-    r.completion_tokens = s.tokens;
-    r.behaviour_logprobs = s.logprobs;
-    r.weight_versions = s.weight_versions;
-    r.routed_experts = s.routed_experts;
-    r.advantage = s.sample_index == 0 ? 1.0 : -1.0;
-    r.group_id = s.request_id;
-    num_tokens += static_cast<int64_t>(s.tokens.size());
-    rollouts.push_back(std::move(r));
   }
+  std::vector<Rollout> rollouts = testing::RolloutsFrom(samples);
+  const int64_t num_tokens = testing::CompletionTokens(rollouts);
   TrainerOptions options;
   options.mode = NumericMode::kBatchInvariant;
   options.temperature = temperature;

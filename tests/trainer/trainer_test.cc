@@ -33,19 +33,8 @@ TEST(TrainerTest, OnPolicyBatchInvariantRatioIsExactlyOneAndParityIsClean) {
   std::vector<generator::SampleOutput> samples =
       Generate(TinyModel(7, NumericMode::kBatchInvariant), temperature, 3, 2);
   ASSERT_EQ(samples.size(), 6u);
-  std::vector<Rollout> rollouts;
-  int64_t num_tokens = 0;
-  for (const generator::SampleOutput& s : samples) {
-    Rollout r;
-    r.prompt_tokens = s.prompt;
-    r.completion_tokens = s.tokens;
-    r.behaviour_logprobs = s.logprobs;
-    r.weight_versions = s.weight_versions;
-    r.advantage = s.sample_index == 0 ? 1.0 : -1.0;
-    r.group_id = s.request_id;
-    num_tokens += static_cast<int64_t>(s.tokens.size());
-    rollouts.push_back(std::move(r));
-  }
+  std::vector<Rollout> rollouts = testing::RolloutsFrom(samples);
+  const int64_t num_tokens = testing::CompletionTokens(rollouts);
   TrainerOptions options;
   options.mode = NumericMode::kBatchInvariant;
   options.temperature = temperature;
