@@ -38,7 +38,7 @@ Engine::Engine(std::shared_ptr<Transformer> model, const EngineOptions& options,
       block_manager_(num_blocks, options.block_size),
       scheduler_(options.scheduler, &block_manager_),
       runner_(std::move(model), num_blocks, options.block_size),
-      sparse_(runner_.model().config().num_experts > 0),
+      sparse_(!runner_.model().config().SparseLayers().empty()),
       weight_version_(options.initial_weight_version) {
   PublishWeightsSnapshot();
 }
@@ -213,7 +213,7 @@ absl::StatusOr<std::vector<SampleOutput>> Engine::Step() {
     for (size_t i = 0; i < picks.size(); ++i) {
       Sequence* seq = picks[i].seq;
       seq->AppendToken(sampled[i].token, sampled[i].logprob, weight_version_);
-      if (sparse_) seq->AppendRouting(RoutingOfRow(packed_rows[picks[i].row]));
+      if (sparse_) seq->AppendRouting(routing_.RowExperts(packed_rows[picks[i].row]));
       const FinishReason reason = StopReason(*seq);
       if (reason != FinishReason::kNone) FinishSample(seq, reason);
     }
@@ -221,17 +221,6 @@ absl::StatusOr<std::vector<SampleOutput>> Engine::Step() {
   std::vector<SampleOutput> out;
   out.swap(finished_);
   return out;
-}
-
-std::vector<int32_t> Engine::RoutingOfRow(int64_t row) const {
-  std::vector<int32_t> experts;
-  for (const RoutingRecorder::Layer& layer : routing_.layers()) {
-    const torch::Tensor choices = layer.routing.experts.contiguous();  // int64 [rows, k]
-    const int64_t k = choices.size(1);
-    const int64_t* chosen = choices.data_ptr<int64_t>() + row * k;
-    for (int64_t r = 0; r < k; ++r) experts.push_back(static_cast<int32_t>(chosen[r]));
-  }
-  return experts;
 }
 
 bool Engine::Abort(int64_t request_id) {

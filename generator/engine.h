@@ -140,8 +140,6 @@ class Engine {
   // Finishes seq (frees its blocks) and queues its output.
   void FinishSample(Sequence* seq, FinishReason reason);
   FinishReason StopReason(const Sequence& seq) const;
-  // The routing of packed row `row` of the last forward, every sparse layer in order.
-  std::vector<int32_t> RoutingOfRow(int64_t row) const;
 
   EngineOptions options_;
   int64_t max_context_;

@@ -264,6 +264,14 @@ bool ModelConfig::IsSparseLayer(int64_t layer) const {
   return (layer + 1) % decoder_sparse_step == 0;
 }
 
+std::vector<int64_t> ModelConfig::SparseLayers() const {
+  std::vector<int64_t> sparse;
+  for (int64_t layer = 0; layer < num_hidden_layers; ++layer) {
+    if (IsSparseLayer(layer)) sparse.push_back(layer);
+  }
+  return sparse;
+}
+
 absl::Status ValidateConfig(const ModelConfig& config) {
   return ValidateConfigFrom(config, "model config");
 }

@@ -66,6 +66,8 @@ struct ModelConfig {
   // True iff decoder layer `layer` has a sparse MoE block (Hugging Face's rule: not in
   // mlp_only_layers, num_experts > 0 and (layer + 1) % decoder_sparse_step == 0).
   bool IsSparseLayer(int64_t layer) const;
+  // The sparse layers, ascending (empty for a dense model).
+  std::vector<int64_t> SparseLayers() const;
   // Number of query heads that share one key/value head (GQA group size).
   int64_t NumQueriesPerKv() const { return num_attention_heads / num_key_value_heads; }
   // Total parameter count implied by the shapes (tied head counted once).

@@ -48,6 +48,17 @@ torch::Tensor RoutingRecorder::Experts(int64_t layer) const {
   return rows.empty() ? torch::Tensor() : torch::cat(rows, 0);
 }
 
+std::vector<int32_t> RoutingRecorder::RowExperts(int64_t row) const {
+  std::vector<int32_t> experts;
+  for (const Layer& layer : layers_) {
+    const torch::Tensor choices = layer.routing.experts.contiguous();  // int64 [rows, k]
+    const int64_t k = choices.size(1);
+    const int64_t* chosen = choices.data_ptr<int64_t>() + row * k;
+    experts.insert(experts.end(), chosen, chosen + k);
+  }
+  return experts;
+}
+
 std::string RoutingAgreement::ToString() const {
   std::string text =
       absl::StrCat(tokens_disagreeing, " of ", tokens_compared, " (layer, token) routings differ");

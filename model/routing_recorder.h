@@ -44,6 +44,9 @@ class RoutingRecorder final : public ForwardObserver {
   // generator's prefill chunks and decode steps of one sequence line up with the trainer's
   // forward of it); undefined if the layer was not recorded.
   torch::Tensor Experts(int64_t layer) const;
+  // Row `row`'s choices in every recorded layer, [layer][k] in record order: for a recorder
+  // holding one forward, the row's routing as the generator reports it per sampled token.
+  std::vector<int32_t> RowExperts(int64_t row) const;
   void Clear() { layers_.clear(); }
 
  private:

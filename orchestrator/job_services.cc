@@ -21,6 +21,11 @@ v1::WeightSyncTransport Transport(const std::string& name) {
   return v1::WEIGHT_SYNC_TRANSPORT_AUTO;
 }
 
+// A console duration to the millisecond ("3.841s").
+std::string Ms(absl::Duration d) {
+  return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(1)));
+}
+
 }  // namespace
 
 absl::Status JobServices::Start(const ServiceLaunch& launch, const Log& log) {
@@ -193,9 +198,7 @@ absl::Status JobServices::RestartTrainer() {
   }
   restart_records_.push_back(
       {"trainer", exit->how, absl::ToDoubleSeconds(absl::Now() - exit->time)});
-  log_(absl::StrCat("the trainer is back at ", *address, ", ",
-                    absl::FormatDuration(absl::Trunc(absl::Now() - exit->time,
-                                                     absl::Milliseconds(1))),
+  log_(absl::StrCat("the trainer is back at ", *address, ", ", Ms(absl::Now() - exit->time),
                     " after its death"));
   return absl::OkStatus();
 }
@@ -233,9 +236,7 @@ void JobServices::RestartSideService(const ChildExit& exit) {
   }
   restart_records_.push_back(
       {exit.name, exit.how, absl::ToDoubleSeconds(absl::Now() - exit.time)});
-  log_(absl::StrCat(exit.name, " is back at ", *address, ", ",
-                    absl::FormatDuration(absl::Trunc(absl::Now() - exit.time,
-                                                     absl::Milliseconds(1))),
+  log_(absl::StrCat(exit.name, " is back at ", *address, ", ", Ms(absl::Now() - exit.time),
                     " after its death"));
 }
 
@@ -328,9 +329,7 @@ absl::StatusOr<bool> JobServices::AdvanceRestarts() {
     generator_clients_.push_back(std::make_unique<GeneratorClient>(*address, auth_token_));
     generators_[g] = generator_clients_.back().get();
     log_(absl::StrCat(name, " serves again at ", *address, ", ",
-                      absl::FormatDuration(
-                          absl::Trunc(absl::Now() - restart.death.time, absl::Milliseconds(1))),
-                      " after its death"));
+                      Ms(absl::Now() - restart.death.time), " after its death"));
   }
   return all_serving;
 }
@@ -362,14 +361,10 @@ absl::StatusOr<std::vector<GeneratorDeath>> JobServices::PollRestarts(int64_t we
   for (const GeneratorDeath& death : *back) {
     restart_records_.push_back(
         {death.name, death.how, absl::ToDoubleSeconds(absl::Now() - death.time)});
-    log_(absl::StrCat(
-        death.name, " is back at ", generators_[death.generator]->address(),
-        " with weights version ", weight_version, ", ",
-        absl::FormatDuration(absl::Trunc(absl::Now() - death.time, absl::Milliseconds(1))),
-        " after its death (group ",
-        absl::FormatDuration(absl::Trunc(sync_start - group_start, absl::Milliseconds(1))),
-        ", weights ",
-        absl::FormatDuration(absl::Trunc(absl::Now() - sync_start, absl::Milliseconds(1))), ")"));
+    log_(absl::StrCat(death.name, " is back at ", generators_[death.generator]->address(),
+                      " with weights version ", weight_version, ", ", Ms(absl::Now() - death.time),
+                      " after its death (group ", Ms(sync_start - group_start), ", weights ",
+                      Ms(absl::Now() - sync_start), ")"));
   }
   return back;
 }

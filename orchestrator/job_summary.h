@@ -87,9 +87,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSummary, name, runs, resumed,
                                                 reward_items_scored, reward_items_failed,
                                                 model_tokens_trained, environment_tokens_trained,
                                                 routing_tokens_compared,
-                                                routing_tokens_disagreeing, episodes, staleness, max_staleness, rewards, wall_s,
-                                                restarts, restarts_total, prompts,
-                                                trainer_rollbacks)
+                                                routing_tokens_disagreeing, episodes, staleness,
+                                                max_staleness, rewards, wall_s, restarts,
+                                                restarts_total, prompts, trainer_rollbacks)
 
 // The job totals of `totals` (folded over every step of the job) copied into `summary`: its
 // SummaryTotals members and its staleness.

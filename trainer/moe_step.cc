@@ -5,11 +5,7 @@
 namespace lockstep::trainer {
 
 int64_t RoutedPerToken(const ModelConfig& config) {
-  int64_t layers = 0;
-  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
-    layers += config.IsSparseLayer(layer) ? 1 : 0;
-  }
-  return layers * config.num_experts_per_tok;
+  return static_cast<int64_t>(config.SparseLayers().size()) * config.num_experts_per_tok;
 }
 
 MoeStep::MoeStep(const ModelConfig& config, const TrainerOptions& options, double local_rows,
@@ -19,10 +15,8 @@ MoeStep::MoeStep(const ModelConfig& config, const TrainerOptions& options, doubl
       aux_coef_(options.moe_aux_loss_coef),
       z_coef_(options.moe_z_loss_coef),
       local_rows_(local_rows),
-      global_rows_(global_rows) {
-  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
-    if (config.IsSparseLayer(layer)) layers_.push_back(layer);
-  }
+      global_rows_(global_rows),
+      layers_(config.SparseLayers()) {
   sparse_ = !layers_.empty();
   for (size_t i = 0; i < layers_.size(); ++i) {
     load_.push_back(torch::zeros({num_experts_}, torch::kInt64));  // one storage each
@@ -57,22 +51,13 @@ void MoeStep::CompareRouting(int64_t rollout, int64_t position, int64_t row,
                              const int32_t* generator) {
   if (!sparse_) return;
   ++routing_.routing_tokens_compared;
-  int64_t at = 0;
-  size_t seen = 0;
-  for (const RoutingRecorder::Layer& layer : recorder_.layers()) {
-    if (seen++ == layers_.size()) break;  // one forward's layers
-    const torch::Tensor choices = layer.routing.experts.contiguous();  // int64 [rows, k]
-    const int64_t k = choices.size(1);
-    const int64_t* chosen = choices.data_ptr<int64_t>() + row * k;
-    for (int64_t r = 0; r < k; ++r, ++at) {
-      if (chosen[r] == generator[at]) continue;
-      if (routing_.routing_tokens_disagreeing++ == 0) {
-        routing_.first_disagreement_rollout = rollout;
-        routing_.first_disagreement_position = position;
-        routing_.first_disagreement_layer = layer.layer;
-      }
-      return;
-    }
+  const std::vector<int32_t> trainer = recorder_.RowExperts(row);  // [sparse layer][k]
+  const auto differ = std::mismatch(trainer.begin(), trainer.end(), generator).first;
+  if (differ == trainer.end()) return;
+  if (routing_.routing_tokens_disagreeing++ == 0) {
+    routing_.first_disagreement_rollout = rollout;
+    routing_.first_disagreement_position = position;
+    routing_.first_disagreement_layer = layers_[(differ - trainer.begin()) / top_k_];
   }
 }
 

@@ -216,7 +216,7 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
   for (int64_t length : lengths) local_rows += static_cast<double>(length);
   double global_rows = local_rows;
   const bool moe_loss = options_.moe_aux_loss_coef > 0 || options_.moe_z_loss_coef > 0;
-  if (reducer_ != nullptr && moe_loss && model_->config().num_experts > 0) {
+  if (reducer_ != nullptr && moe_loss && routed_per_token > 0) {
     absl::StatusOr<double> rows = reducer_->AllReduceScalar(local_rows);
     if (!rows.ok()) return rows.status();
     global_rows = *rows;
@@ -237,7 +237,7 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
     int64_t rows = 0;
     for (int64_t i : micro) {
       const Rollout& r = batch[i];
-      rows += static_cast<int64_t>(r.prompt_tokens.size() + r.completion_tokens.size());
+      rows += lengths[i];
       ScoredSequence seq;
       seq.tokens = r.prompt_tokens;
       seq.tokens.insert(seq.tokens.end(), r.completion_tokens.begin(), r.completion_tokens.end());
@@ -314,11 +314,12 @@ absl::StatusOr<StepMetrics> Trainer::TrainStep(const std::vector<Rollout>& batch
         nudged = true;
         parity_tokens.Add(i, static_cast<int64_t>(j), t, r.behaviour_logprobs[j]);
         if (!r.routed_experts.empty()) {  // the row whose logits token j was sampled from
-          moe.CompareRouting(i, static_cast<int64_t>(j), packed + prompt + static_cast<int64_t>(j) - 1,
+          const int64_t row = packed + prompt + static_cast<int64_t>(j) - 1;
+          moe.CompareRouting(i, static_cast<int64_t>(j), row,
                              r.routed_experts.data() + j * routed_per_token);
         }
       }
-      packed += prompt + static_cast<int64_t>(r.completion_tokens.size());
+      packed += lengths[i];
     }
   }
   const ParityReport compared = parity_tokens.Finish();

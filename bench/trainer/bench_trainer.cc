@@ -34,10 +34,8 @@ namespace {
 int64_t ActiveParameters(const ModelConfig& config) {
   ModelConfig active = config;
   active.num_experts = std::min(config.num_experts, config.num_experts_per_tok);
-  int64_t unused_router_rows = 0;
-  for (int64_t layer = 0; layer < config.num_hidden_layers; ++layer) {
-    if (config.IsSparseLayer(layer)) unused_router_rows += config.num_experts - active.num_experts;
-  }
+  const int64_t unused_router_rows = static_cast<int64_t>(config.SparseLayers().size()) *
+                                     (config.num_experts - active.num_experts);
   return active.NumParameters() + unused_router_rows * config.hidden_size;
 }
 
