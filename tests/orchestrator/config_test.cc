@@ -287,7 +287,9 @@ TEST(ConfigTest, PromptFormatAndFieldKeysAreReadCheckedAndWritten) {
 
 TEST(ConfigTest, TrainerOptionsCarryTheTrainerKeys) {
   absl::StatusOr<JobConfig> config =
-      ParseJobConfig(kMinimal, "recipe.toml", {"trainer.lr=2e-5", "job.steps=12"});
+      ParseJobConfig(kMinimal, "recipe.toml",
+                     {"trainer.lr=2e-5", "job.steps=12", "algorithm.moe_aux_loss_coef=0.25",
+                      "algorithm.moe_z_loss_coef=0.5"});
   ASSERT_TRUE(config.ok()) << config.status();
   nlohmann::json options = TrainerOptionsJson(*config, "runs/x/checkpoints");
   for (const char* key : {"mode",
@@ -322,6 +324,8 @@ TEST(ConfigTest, TrainerOptionsCarryTheTrainerKeys) {
   EXPECT_EQ(options["total_steps"].get<int64_t>(), 12);
   EXPECT_EQ(options["checkpoint_dir"], "runs/x/checkpoints");
   EXPECT_EQ(options["mode"], "batch_invariant");
+  EXPECT_EQ(options["moe_aux_loss_coef"].get<double>(), 0.25);
+  EXPECT_EQ(options["moe_z_loss_coef"].get<double>(), 0.5);
 }
 
 // Every shipped recipe loads, and its resolved form loads back to the same config.

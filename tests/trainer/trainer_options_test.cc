@@ -11,7 +11,8 @@ TEST(TrainerOptionsTest, ReadsFlatAndSectionedKeys) {
     "optimizer": {"betas": [0.8, 0.95], "weight_decay": 0.1, "grad_clip": 0.5},
     "lr_schedule": {"schedule": "cosine", "warmup_steps": 3, "total_steps": 30},
     "loss": {"loss": "gspo", "clip_eps_high": 0.28, "aggregation": "seq_mean_token_mean",
-             "tis_cap": 2.0, "kl_coef": 0.01},
+             "tis_cap": 2.0, "kl_coef": 0.01,
+             "moe_aux_loss_coef": 0.02, "moe_z_loss_coef": 0.003},
     "micro_batch_tokens": 2048, "checkpoint": {"checkpoint_dir": "/tmp/x", "keep_last": 2}})");
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->mode, NumericMode::kBatchInvariant);
@@ -22,6 +23,8 @@ TEST(TrainerOptionsTest, ReadsFlatAndSectionedKeys) {
   EXPECT_EQ(o->loss, LossKind::kGspo);
   EXPECT_EQ(o->aggregation, Aggregation::kSeqMeanTokenMean);
   EXPECT_DOUBLE_EQ(o->clip_eps_high, 0.28);
+  EXPECT_DOUBLE_EQ(o->moe_aux_loss_coef, 0.02);
+  EXPECT_DOUBLE_EQ(o->moe_z_loss_coef, 0.003);
   EXPECT_EQ(o->micro_batch_tokens, 2048);
   EXPECT_EQ(o->checkpoint_dir, "/tmp/x");
   EXPECT_EQ(o->keep_last, 2);
