@@ -55,9 +55,9 @@ LOCKSTEP_AVX2 void ChunkAvx2(const ChunkTile& t) {
 #pragma GCC unroll 16
       for (int j = 0; j < NR; ++j) {
         wv[j] = _mm256_loadu_ps(w + j * w_stride + k + 8 * h);
-        if constexpr (kPrefetch) {  // streaming W from memory: the next tile's rows
+        if constexpr (kPrefetch) {  // streaming W from memory: the next tile's rows, into L2
           _mm_prefetch(reinterpret_cast<const char*>(w + (NR + j) * w_stride + k + 8 * h),
-                       _MM_HINT_T0);
+                       _MM_HINT_T1);
         }
       }
 #pragma GCC unroll 16
@@ -118,8 +118,8 @@ constexpr KernelTable kAvx2StreamingTable = MakeTable<Avx2Families<true>::Family
 }  // namespace
 
 const Isa& Avx2Isa() {
-  static constexpr Isa isa{LinearKernel::kAvx2, "avx2", &kAvx2Table, &kAvx2StreamingTable, 6,
-                           {0, 6, 3, 2, 1, 1, 1, 0, 0}};
+  static constexpr Isa isa{LinearKernel::kAvx2,      "avx2", &kAvx2Table, &kAvx2StreamingTable, 6,
+                           {0, 6, 3, 2, 1, 1, 1, 0, 0}, {0, 6, 3, 2, 1, 1, 1, 0, 0}};
   return isa;
 }
 

@@ -48,20 +48,22 @@ const char* LinearKernelName();
 std::string LinearKernelDescription();
 
 // Cache-derived blocking: x_chunk_bytes (packed rows of x per K chunk, half of L1d),
-// column_block_bytes (W per column block, a quarter of L2) and row_panel_bytes (rows of x that
-// every column block passes over before the next rows, as large as L2). None of it changes any
-// bits.
+// stream_chunk_bytes (the same where M is one row block and W streams from memory: a quarter of
+// L2), column_block_bytes (W per column block, a quarter of L2) and row_panel_bytes (rows of x
+// that every column block passes over before the next rows, as large as L2). None of it changes
+// any bits.
 struct LinearBlocking {
   int64_t l1_bytes = 32 << 10;  // as the CPU reports them (these defaults if it does not)
   int64_t l2_bytes = 1 << 20;
   int64_t x_chunk_bytes = 0;
+  int64_t stream_chunk_bytes = 0;
   int64_t column_block_bytes = 0;
   int64_t row_panel_bytes = 0;
 };
 LinearBlocking CurrentLinearBlocking();
-// For tests and benchmarks: sets x_chunk_bytes, column_block_bytes and row_panel_bytes (<= 0:
-// the detected value). Not to be called while a linear runs; NumLinearTiles may change with
-// column_block_bytes.
+// For tests and benchmarks: sets x_chunk_bytes, stream_chunk_bytes, column_block_bytes and
+// row_panel_bytes (<= 0: the detected value). Not to be called while a linear runs;
+// NumLinearTiles may change with column_block_bytes.
 void SetLinearBlocking(const LinearBlocking& blocking);
 
 // Micro-kernel families. All compute the same chain, hence the same bits; kAuto is the best

@@ -50,6 +50,9 @@ struct Isa {
   const KernelTable* streaming_table;  // W streamed from memory once: prefetches the next tile
   int main_rows;  // rows of the main register tile (<= kMaxRows)
   std::array<int, kMaxRows + 1> columns_for_rows;
+  // The same for streaming_table: W comes from memory once, so a wider tile (more weight rows
+  // in flight, more FMAs per x load) pays even where it leaves fewer registers spare.
+  std::array<int, kMaxRows + 1> streaming_columns_for_rows;
 };
 
 // A family's table from Family<MR, NR>::Run (nullptr where NR > Family<MR, NR>::kMaxColumns).

@@ -49,7 +49,7 @@ constexpr KernelTable kPortableTable = MakeTable<PortableFamily>();
 
 const Isa& PortableIsa() {
   static constexpr Isa isa{LinearKernel::kPortable, "portable", &kPortableTable, &kPortableTable, 8,
-                           {0, 12, 6, 4, 3, 3, 3, 3, 3}};
+                           {0, 12, 6, 4, 3, 3, 3, 3, 3}, {0, 12, 6, 4, 3, 3, 3, 3, 3}};
   return isa;
 }
 

@@ -195,17 +195,21 @@ TEST(LinearCpuTest, VectorKernelsEqualPortableOnLargeShapes) {
 TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
   const LinearBlocking detected = CurrentLinearBlocking();
   EXPECT_GT(detected.x_chunk_bytes, 0);
+  EXPECT_GT(detected.stream_chunk_bytes, 0);
   EXPECT_GT(detected.column_block_bytes, 0);
   EXPECT_GT(detected.row_panel_bytes, 0);
   struct Setting {
-    int64_t x_chunk_bytes, column_block_bytes, row_panel_bytes;
+    int64_t x_chunk_bytes, stream_chunk_bytes, column_block_bytes, row_panel_bytes;
   };
-  // 64-byte chunks: 16 k per chunk for any main tile; 1 GiB: K in one chunk; 4-byte panels: one
-  // row block each; 1 GiB: one panel.
-  for (const Setting setting : {Setting{64, 64 << 10, 4}, Setting{4 << 10, 16 << 10, 200 << 10},
-                                Setting{1 << 30, 1 << 30, 1 << 30}}) {
+  // 64-byte chunks: 16 k per chunk for any main tile (decode-sized M too, through
+  // stream_chunk_bytes); 1 GiB: K in one chunk; 4-byte panels: one row block each; 1 GiB: one
+  // panel.
+  for (const Setting setting :
+       {Setting{64, 64, 64 << 10, 4}, Setting{4 << 10, 4 << 10, 16 << 10, 200 << 10},
+        Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30}}) {
     LinearBlocking blocking;
     blocking.x_chunk_bytes = setting.x_chunk_bytes;
+    blocking.stream_chunk_bytes = setting.stream_chunk_bytes;
     blocking.column_block_bytes = setting.column_block_bytes;
     blocking.row_panel_bytes = setting.row_panel_bytes;
     SetLinearBlocking(blocking);
@@ -226,6 +230,7 @@ TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
   }
   SetLinearBlocking(LinearBlocking());  // back to the detected values
   EXPECT_EQ(CurrentLinearBlocking().x_chunk_bytes, detected.x_chunk_bytes);
+  EXPECT_EQ(CurrentLinearBlocking().stream_chunk_bytes, detected.stream_chunk_bytes);
   EXPECT_EQ(CurrentLinearBlocking().column_block_bytes, detected.column_block_bytes);
   EXPECT_EQ(CurrentLinearBlocking().row_panel_bytes, detected.row_panel_bytes);
 }
