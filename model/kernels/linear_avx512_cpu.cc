@@ -38,6 +38,9 @@ LOCKSTEP_AVX512 inline __m512 Reduce16(const __m512* a) {
                        _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// Floats ahead of the current k that a one-column streaming tile prefetches (1 KiB).
+constexpr int64_t kStreamAhead = 256;
+
 template <int MR, int NR, bool kPrefetch>
 LOCKSTEP_AVX512 void ChunkAvx512(const ChunkTile& t) {
   constexpr int kCount = MR * NR;
@@ -68,8 +71,12 @@ LOCKSTEP_AVX512 void ChunkAvx512(const ChunkTile& t) {
       // L2 (T1): a T0 prefetch holds one of L1's few miss buffers until its line arrives, which
       // caps the lines in flight (AMD Zen 4, 1 thread, base decode matrices: b1 sweep 21.5 ->
       // 17.6 ms, b8 34-36 -> 26-27 ms with T1).
-      if constexpr (kPrefetch) {
+      if constexpr (kPrefetch && NR > 1) {
         _mm_prefetch(reinterpret_cast<const char*>(w + (NR + j) * w_stride + k), _MM_HINT_T1);
+      } else if constexpr (kPrefetch) {
+        // One column: the weights are one sequential stream (rows are contiguous), fetched
+        // 1 KiB ahead, running on into the next row at a row's end.
+        _mm_prefetch(reinterpret_cast<const char*>(w + k + kStreamAhead), _MM_HINT_T1);
       }
     }
 #pragma GCC unroll 16
@@ -136,14 +143,18 @@ constexpr KernelTable kAvx512StreamingTable = MakeTable<Avx512Families<true>::Fa
 const Isa& Avx512Isa() {
   // Streaming, 5-8 rows take 4 columns (up to 32 accumulators: the weight vectors come from
   // memory operands): 7-8 rows x 3 columns left the FMA unit waiting on W (b8 sweep 20.5 ms
-  // against 18.7 at 8 x 4, AMD Zen 4, 1 thread).
+  // against 18.7 at 8 x 4, AMD Zen 4, 1 thread). 1-2 rows take one column: W is then read as
+  // one sequential stream, row after row, the pattern memory serves fastest; the FMAs (one per
+  // row and 16 weights) keep up with it. Several weight rows at once, however prefetched, ran
+  // 15% slower (base decode matrices, 1 row: 1x12 15.3-15.8 ms, 1x1 13.2-13.4, plain read
+  // 12.5-14).
   static constexpr Isa isa{LinearKernel::kAvx512,
                            "avx512",
                            &kAvx512Table,
                            &kAvx512StreamingTable,
                            8,
                            {0, 12, 12, 8, 6, 4, 4, 3, 3},
-                           {0, 12, 12, 8, 6, 4, 4, 4, 4}};
+                           {0, 1, 1, 8, 6, 4, 4, 4, 4}};
   return isa;
 }
 
