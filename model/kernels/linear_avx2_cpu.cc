@@ -55,9 +55,11 @@ LOCKSTEP_AVX2 void ChunkAvx2(const ChunkTile& t) {
 #pragma GCC unroll 16
       for (int j = 0; j < NR; ++j) {
         wv[j] = _mm256_loadu_ps(w + j * w_stride + k + 8 * h);
-        if constexpr (kPrefetch) {  // streaming W from memory: the next tile's rows, into L2
+        if constexpr (kPrefetch && NR > 1) {  // streaming W: the next tile's rows, into L2
           _mm_prefetch(reinterpret_cast<const char*>(w + (NR + j) * w_stride + k + 8 * h),
                        _MM_HINT_T1);
+        } else if constexpr (kPrefetch) {  // one column: one sequential stream, 1 KiB ahead
+          if (h == 0) _mm_prefetch(reinterpret_cast<const char*>(w + k + 256), _MM_HINT_T1);
         }
       }
 #pragma GCC unroll 16
@@ -119,7 +121,7 @@ constexpr KernelTable kAvx2StreamingTable = MakeTable<Avx2Families<true>::Family
 
 const Isa& Avx2Isa() {
   static constexpr Isa isa{LinearKernel::kAvx2,      "avx2", &kAvx2Table, &kAvx2StreamingTable, 6,
-                           {0, 6, 3, 2, 1, 1, 1, 0, 0}, {0, 6, 3, 2, 1, 1, 1, 0, 0}};
+                           {0, 6, 3, 2, 1, 1, 1, 0, 0}, {0, 1, 1, 2, 1, 1, 1, 0, 0}};
   return isa;
 }
 
