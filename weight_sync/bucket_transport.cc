@@ -21,13 +21,17 @@ void ForEachPiece(const Bucket& bucket, int64_t begin, int64_t end, const Visit&
   }
 }
 
-// Host fp32 to host fp32 is one memcpy; anything else (a cast, a device) goes through torch.
+// Host fp32 to host fp32 is one memcpy; anything else (a cast, a device) goes through torch. A
+// transport that received straight into the destination (same memory) copies nothing.
 void CopyElements(const torch::Tensor& to, const torch::Tensor& from) {
+  if (to.data_ptr() == from.data_ptr() && to.device() == from.device() &&
+      to.scalar_type() == from.scalar_type() && to.numel() == from.numel() &&
+      to.is_contiguous() && from.is_contiguous()) {
+    return;
+  }
   if (to.device().is_cpu() && from.device().is_cpu() && to.scalar_type() == from.scalar_type() &&
       to.scalar_type() == torch::kFloat32 && to.is_contiguous() && from.is_contiguous()) {
-    if (to.data_ptr() != from.data_ptr()) {
-      std::memcpy(to.data_ptr(), from.data_ptr(), static_cast<size_t>(to.numel()) * 4);
-    }
+    std::memcpy(to.data_ptr(), from.data_ptr(), static_cast<size_t>(to.numel()) * 4);
     return;
   }
   to.copy_(from);
@@ -55,14 +59,14 @@ void BucketSource::Pack(int64_t k, const torch::Tensor& bucket, int64_t begin, i
 }
 
 BucketSink::BucketSink(const BucketPlan& plan, torch::Dtype dtype, torch::Tensor staging,
-                       bool verify)
+                       bool verify, torch::Device device)
     : plan_(plan),
       dtype_(dtype),
       staging_(dtype == torch::kFloat32 ? std::move(staging) : torch::Tensor()),
       verify_(verify) {
   if (dtype_ == torch::kFloat32) return;
   for (const auto& [name, shape] : plan_.manifest().entries) {
-    outputs_.push_back(torch::empty(shape, dtype_));
+    outputs_.push_back(torch::empty(shape, torch::TensorOptions().dtype(dtype_).device(device)));
   }
 }
 

@@ -8,17 +8,16 @@
 //   receivers:  BucketSink sink(plan, dtype, staging, verify);  transport->ReceiveBuckets(sink);
 //               TensorMap received = sink.Finish();
 //
-// The transports (chosen at Join by weight_sync/rendezvous.h):
-//   GlooBucketTransport (gloo_transport.h)  Gloo broadcasts; the path between hosts.
-//   ShmBucketTransport  (shm_transport.h)   a shared-memory segment; every rank on one host.
-//
-// A GPU transport plugs in here: an NcclBucketTransport (nccl_transport.{h,cc}, compiled only
-// when c10d_compat::NcclAvailable(), with a ProcessGroupNCCL constructed in c10d_compat.cc)
-// would broadcast each bucket as a CUDA tensor: its SendBuckets packs with
-// BucketSource::Pack into a device bucket buffer, its ReceiveBuckets hands each received device
-// bucket to BucketSink::Take (both copy with torch, so device tensors work; only host fp32 takes
-// the memcpy path). rendezvous.cc would pick it when the parameters are on CUDA. The header and
-// the hashes stay on Gloo.
+// The transports (chosen at Join by weight_sync/rendezvous.h, see transport_choice.h):
+//   GlooBucketTransport     (gloo_transport.h)      Gloo broadcasts; the path between hosts.
+//   ShmBucketTransport      (shm_transport.h)       a shared-memory segment; every rank on one host.
+//   NcclBucketTransport     (nccl_transport.h)      NCCL broadcasts of device memory; weights on
+//                                                   CUDA on other GPUs or hosts.
+//   CudaIpcBucketTransport  (cuda_ipc_transport.h)  CUDA IPC slots; weights on one GPU.
+// The two GPU ones exist only in builds with CUDA and NCCL (gpu_transports.h) and are compiled
+// only: never run on a GPU. They pack and take with the same BucketSource / BucketSink (which
+// copy with LibTorch, so device tensors work; only host fp32 takes the memcpy path). The header
+// and the hashes stay on Gloo for every transport.
 //
 // Thread safety: a transport, a source and a sink are used by the one thread that runs the
 // group's Send or Receive.
@@ -65,10 +64,11 @@ class BucketSource {
 // entry, each piece cast as it arrives.
 class BucketSink {
  public:
-  // `staging`: for kFloat32, an fp32 buffer of plan.num_elements() (ignored otherwise). With
-  // `verify`, every bucket is hashed: fp32, what this rank then holds; otherwise the fp32 bytes
-  // received.
-  BucketSink(const BucketPlan& plan, torch::Dtype dtype, torch::Tensor staging, bool verify);
+  // `staging`: for kFloat32, an fp32 buffer of plan.num_elements() on `device` (ignored
+  // otherwise). Another dtype's tensors are allocated on `device`. With `verify`, every bucket is
+  // hashed: fp32, what this rank then holds; otherwise the fp32 bytes received.
+  BucketSink(const BucketPlan& plan, torch::Dtype dtype, torch::Tensor staging, bool verify,
+             torch::Device device = torch::kCPU);
 
   // fp32: the staging slice of bucket `k`, which a transport may receive into directly (Take
   // then copies nothing). Undefined for other dtypes.
@@ -97,7 +97,7 @@ class BucketTransport {
  public:
   virtual ~BucketTransport() = default;
 
-  // kGloo or kSharedMemory (never kAuto).
+  // kGloo, kSharedMemory, kNccl or kCudaIpc (never kAuto).
   virtual Transport kind() const = 0;
 
   // Rank 0: every bucket of the plan, packed from `source`. Returns once this rank's part is

@@ -79,8 +79,6 @@ c10::intrusive_ptr<c10d::Store> PrefixedStore(const std::string& prefix,
   return c10::make_intrusive<c10d::PrefixStore>(prefix, std::move(store));
 }
 
-bool NcclAvailable() { return false; }  // see the header: no CUDA/NCCL in this LibTorch
-
 std::string ErrorText(const std::exception& error) {
   // c10d throws c10::Error; Gloo's own failures surface from Work::wait as plain exceptions.
   if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {

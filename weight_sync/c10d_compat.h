@@ -6,10 +6,8 @@
 // by data-parallel training (trainer/data_parallel.h); it lives here, in the library
 // lockstep_c10d, because trainer/ may depend on weight_sync/ but not the other way round.
 //
-// NCCL: a CUDA LibTorch built with NCCL (USE_C10D_NCCL) would add a ProcessGroupNCCL here for
-// CUDA tensors (see weight_sync/bucket_transport.h for where it plugs into the weight sync).
-// Debian's LibTorch is CPU-only and ships no NCCL, so that backend is not built and
-// NcclAvailable() is false; WeightSyncGroup then refuses CUDA tensors with Unimplemented.
+// NCCL: the weight sync does not use c10d's ProcessGroupNCCL; its nccl transport talks to NCCL
+// directly (weight_sync/nccl_transport.h, built wherever NCCL is found).
 //
 // Errors: the constructors and the Start* calls throw c10::Error (c10d reports failures that
 // way); Wait, AllReduce and Broadcast return them as absl::Status (StatusFromException).
@@ -41,9 +39,6 @@ c10::intrusive_ptr<c10d::Store> ConnectTcpStore(const std::string& host, int por
 // A view of `store` whose keys are prefixed with `prefix` + "/".
 c10::intrusive_ptr<c10d::Store> PrefixedStore(const std::string& prefix,
                                               c10::intrusive_ptr<c10d::Store> store);
-
-// True iff this build can serve CUDA tensors (LibTorch with CUDA and NCCL). False here.
-bool NcclAvailable();
 
 // The text of a c10d or Gloo failure (c10::Error, gloo::IoException, ...) without LibTorch's
 // C++ backtrace.

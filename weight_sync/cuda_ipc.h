@@ -1,4 +1,4 @@
-// CUDA IPC: the raw layer under a future cuda_ipc BucketTransport (bucket_transport.h) for a
+// CUDA IPC: the raw layer under CudaIpcBucketTransport (cuda_ipc_transport.h) for a
 // trainer and a generator sharing one GPU. The exporter turns a device allocation into bytes
 // (cudaIpcGetMemHandle plus the buffer's size), sends them to the peer process (the rendezvous
 // store), and the peer opens them (cudaIpcOpenMemHandle), copies device to device into its own

@@ -13,16 +13,25 @@ const char* TransportName(Transport transport) {
       return "gloo";
     case Transport::kSharedMemory:
       return "shm";
+    case Transport::kNccl:
+      return "nccl";
+    case Transport::kCudaIpc:
+      return "cuda_ipc";
   }
   return "?";
 }
 
+bool IsGpuTransport(Transport transport) {
+  return transport == Transport::kNccl || transport == Transport::kCudaIpc;
+}
+
 absl::StatusOr<Transport> ParseTransport(const std::string& name) {
-  for (Transport t : {Transport::kAuto, Transport::kGloo, Transport::kSharedMemory}) {
+  for (Transport t : {Transport::kAuto, Transport::kGloo, Transport::kSharedMemory,
+                      Transport::kNccl, Transport::kCudaIpc}) {
     if (name == TransportName(t)) return t;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("transport must be auto, gloo or shm, got '", name, "'"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "transport must be auto, gloo, shm, nccl or cuda_ipc, got '", name, "'"));
 }
 
 absl::Status GroupOptions::Validate() const {
@@ -45,10 +54,28 @@ absl::Status GroupOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("timeout must be positive, got ", timeout.count(), " ms"));
   }
-  if (transport != Transport::kAuto && transport != Transport::kGloo &&
-      transport != Transport::kSharedMemory) {
+  const int transport_number = static_cast<int>(transport);
+  if (transport_number < 0 || transport_number > static_cast<int>(Transport::kCudaIpc)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("transport must be auto (0), gloo (1), shm (2), nccl (3) or cuda_ipc (4), got ",
+                     transport_number));
+  }
+  if (cuda_device < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda_device must be -1 (weights on the CPU) or a device index, got ",
+                     cuda_device));
+  }
+  if (IsGpuTransport(transport) && cuda_device < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "transport must be auto (0), gloo (1) or shm (2), got ", static_cast<int>(transport)));
+        "transport=", TransportName(transport),
+        " moves weights that live on a CUDA device, but cuda_device is -1 (weights on the CPU); "
+        "use transport=auto, gloo or shm"));
+  }
+  if ((transport == Transport::kGloo || transport == Transport::kSharedMemory) &&
+      cuda_device >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transport=", TransportName(transport), " moves host memory, but cuda_device is ",
+        cuda_device, " (weights on CUDA); use transport=auto, nccl or cuda_ipc"));
   }
   if (bucket_bytes <= 0 || bucket_bytes % 4 != 0) {
     return absl::InvalidArgumentError(

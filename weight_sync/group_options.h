@@ -15,12 +15,19 @@
 
 namespace lockstep::weight_sync {
 
-// How bucket bytes travel. kAuto: shared memory when every rank is on this host, else Gloo.
+// How bucket bytes travel. kAuto: weights on CUDA on every rank -> cuda_ipc when every rank
+// holds them on one physical GPU, else NCCL; weights on the CPU on every rank -> shared memory
+// when every rank is on this host, else Gloo (weight_sync/transport_choice.h). kNccl and
+// kCudaIpc move device memory and exist only in builds with CUDA and NCCL (LOCKSTEP_HAVE_NCCL);
+// elsewhere asking for them fails at Join with Unimplemented naming the transport.
 // Numbered as proto/weight_sync.proto's WeightSyncTransport, so a service may static_cast the
 // request's value (Validate rejects anything else).
-enum class Transport { kAuto = 0, kGloo = 1, kSharedMemory = 2 };
+enum class Transport { kAuto = 0, kGloo = 1, kSharedMemory = 2, kNccl = 3, kCudaIpc = 4 };
 
-// "auto", "gloo", "shm".
+// True for the transports that move device memory (kNccl, kCudaIpc).
+bool IsGpuTransport(Transport transport);
+
+// "auto", "gloo", "shm", "nccl", "cuda_ipc".
 const char* TransportName(Transport transport);
 // Parses TransportName's output; InvalidArgument naming the value otherwise.
 absl::StatusOr<Transport> ParseTransport(const std::string& name);
@@ -36,6 +43,10 @@ struct GroupOptions {
   bool verify = false;  // hash every bucket and compare across ranks after each broadcast
   // kSharedMemory with ranks on different hosts: FailedPrecondition at Join naming the hosts.
   Transport transport = Transport::kAuto;
+  // The CUDA device this rank's weights live on (Send's parameters, Receive's tensors), or -1:
+  // host memory. Every rank of a group must agree on CPU vs CUDA (FailedPrecondition at Join
+  // otherwise); nccl / cuda_ipc need >= 0, gloo / shm need -1 (InvalidArgument).
+  int cuda_device = -1;
 
   // InvalidArgument naming the field.
   absl::Status Validate() const;

@@ -1,4 +1,4 @@
-// NcclCommunicator: the raw NCCL layer under a future NcclBucketTransport (bucket_transport.h):
+// NcclCommunicator: the raw NCCL layer under NcclBucketTransport (nccl_transport.h):
 // a communicator formed from a unique id that the ranks exchange as bytes (through the weight-sync
 // rendezvous store: rendezvous.h SetText/GetText), and an in-place broadcast of a device buffer.
 // Plain CUDA runtime + NCCL; no LibTorch.

@@ -7,9 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "weight_sync/gloo_transport.h"
+#include "weight_sync/gpu_transports.h"
 #include "weight_sync/manifest.h"
 #include "weight_sync/shm_channel.h"
 #include "weight_sync/shm_transport.h"
+#include "weight_sync/transport_choice.h"
 
 namespace lockstep::weight_sync {
 namespace {
@@ -18,16 +20,18 @@ std::string ManifestKey(int rank) { return absl::StrCat("manifest/", rank); }
 std::string CheckedKey(int rank) { return absl::StrCat("checked/", rank); }
 std::string SettingsKey(int rank) { return absl::StrCat("settings/", rank); }
 std::string HostKey(int rank) { return absl::StrCat("host/", rank); }
+std::string DeviceKey(int rank) { return absl::StrCat("device/", rank); }
+
+// What every rank published besides its manifest and settings.
+struct RankIdentities {
+  std::vector<std::string> hosts;    // HostIdentity()
+  std::vector<std::string> devices;  // WeightDeviceIdentity()
+};
 
 // What every rank must agree on besides the manifest (else the collectives would not match).
 std::string Settings(const GroupOptions& options) {
   return absl::StrCat("bucket_bytes=", options.bucket_bytes, " verify=", options.verify ? 1 : 0,
                       " transport=", TransportName(options.transport));
-}
-
-// The host name part of HostIdentity().
-std::string HostName(const std::string& identity) {
-  return identity.substr(0, identity.find('\n'));
 }
 
 // Step 1: rank 0 hosts the store, the others dial it (retrying until the timeout). The result is
@@ -53,19 +57,20 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const GroupOptions&
   }
 }
 
-// Step 2: publishes this rank's manifest, settings and host, checks every rank's against rank
-// 0's. Returns HostIdentity() per rank.
-absl::StatusOr<std::vector<std::string>> CompareRanks(const GroupOptions& options,
-                                                      const Manifest& manifest, c10d::Store& store,
-                                                      const std::string& where) {
+// Step 2: publishes this rank's manifest, settings, host and weight device (`device`), checks
+// every rank's against rank 0's. Returns every rank's host and device.
+absl::StatusOr<RankIdentities> CompareRanks(const GroupOptions& options, const Manifest& manifest,
+                                            const std::string& device, c10d::Store& store,
+                                            const std::string& where) {
   std::vector<std::string> manifest_keys;
   for (int r = 0; r < options.world_size; ++r) manifest_keys.push_back(ManifestKey(r));
   std::vector<Manifest> manifests;
-  std::vector<std::string> hosts;
+  RankIdentities identities;
   std::string settings_error;
   try {
     SetText(store, SettingsKey(options.rank), Settings(options));
     SetText(store, HostKey(options.rank), HostIdentity());
+    SetText(store, DeviceKey(options.rank), device);
     SetText(store, ManifestKey(options.rank), EncodeManifest(manifest));
     try {
       store.wait(manifest_keys, options.timeout);
@@ -87,7 +92,10 @@ absl::StatusOr<std::vector<std::string>> CompareRanks(const GroupOptions& option
         break;
       }
     }
-    for (int r = 0; r < options.world_size; ++r) hosts.push_back(GetText(store, HostKey(r)));
+    for (int r = 0; r < options.world_size; ++r) {
+      identities.hosts.push_back(GetText(store, HostKey(r)));
+      identities.devices.push_back(GetText(store, DeviceKey(r)));
+    }
     for (int r = 0; r < options.world_size; ++r) {
       absl::StatusOr<Manifest> decoded = DecodeManifest(GetText(store, ManifestKey(r)));
       if (!decoded.ok()) {
@@ -117,25 +125,7 @@ absl::StatusOr<std::vector<std::string>> CompareRanks(const GroupOptions& option
           absl::StrCat(where, ": parameter sets differ: ", *difference));
     }
   }
-  return hosts;
-}
-
-// Whether to try shared memory: every rank on rank 0's host, and not transport=gloo.
-// FailedPrecondition naming the hosts when transport=shm spans hosts.
-absl::StatusOr<bool> WantsSharedMemory(const GroupOptions& options,
-                                       const std::vector<std::string>& hosts,
-                                       const std::string& where) {
-  for (int r = 1; r < options.world_size; ++r) {
-    if (hosts[r] == hosts[0]) continue;
-    if (options.transport == Transport::kSharedMemory) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(where, ": transport=shm needs every rank on one host, but rank 0 is on '",
-                       HostName(hosts[0]), "' and rank ", r, " on '", HostName(hosts[r]),
-                       "' (or another boot); use transport=auto or gloo"));
-    }
-    return false;
-  }
-  return options.transport != Transport::kGloo && options.world_size > 1;
+  return identities;
 }
 
 }  // namespace
@@ -168,15 +158,23 @@ absl::StatusOr<Connection> Rendezvous(const GroupOptions& options, const BucketP
   const std::string where = absl::StrCat("weight-sync group '", options.group_name, "' (rank ",
                                          options.rank, " of ", options.world_size, ", store ",
                                          options.store_host, ":", options.store_port, ")");
+  // Where this rank's weights live: refused here, before any peer waits on us, when this build or
+  // process cannot hold them on CUDA.
+  absl::StatusOr<std::string> device = WeightDeviceIdentity(options);
+  if (!device.ok()) {
+    return absl::Status(device.status().code(),
+                        absl::StrCat(where, ": ", device.status().message()));
+  }
   Connection connection;
   absl::StatusOr<c10::intrusive_ptr<c10d::Store>> store = ConnectStore(options, where);
   if (!store.ok()) return store.status();
   connection.store = *std::move(store);
-  absl::StatusOr<std::vector<std::string>> hosts =
-      CompareRanks(options, plan.manifest(), *connection.store, where);
-  if (!hosts.ok()) return hosts.status();
-  absl::StatusOr<bool> try_shared = WantsSharedMemory(options, *hosts, where);
-  if (!try_shared.ok()) return try_shared.status();
+  absl::StatusOr<RankIdentities> identities =
+      CompareRanks(options, plan.manifest(), *device, *connection.store, where);
+  if (!identities.ok()) return identities.status();
+  absl::StatusOr<Transport> choice =
+      ChooseTransport(options, identities->hosts, identities->devices, where);
+  if (!choice.ok()) return choice.status();
 
   // Step 3: the control group (its own rendezvous through the same prefixed store).
   try {
@@ -188,7 +186,12 @@ absl::StatusOr<Connection> Rendezvous(const GroupOptions& options, const BucketP
                      " ms: ", c10d_compat::ErrorText(e)));
   }
   // Step 4: the transport.
-  if (*try_shared) {
+  if (IsGpuTransport(*choice)) {
+    absl::StatusOr<std::unique_ptr<BucketTransport>> gpu = ConnectGpuTransport(
+        *choice, options, *connection.store, plan, *connection.control, where);
+    if (!gpu.ok()) return gpu.status();
+    connection.transport = *std::move(gpu);
+  } else if (*choice == Transport::kSharedMemory) {
     absl::StatusOr<std::unique_ptr<ShmBucketTransport>> shared =
         ShmBucketTransport::Connect(options, *connection.store, plan, where);
     if (!shared.ok()) return shared.status();

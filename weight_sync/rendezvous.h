@@ -1,12 +1,15 @@
 // The rendezvous of a weight-sync group (the work of WeightSyncGroup::Join):
 //   1. the store: rank 0 hosts a c10d TCPStore at store_host:store_port, every rank dials it;
-//   2. every rank publishes its manifest, its settings (bucket_bytes, verify, transport) and its
-//      HostIdentity() under the group's name and compares every rank's with rank 0's, so that all
-//      ranks refuse a mismatch with the same message;
+//   2. every rank publishes its manifest, its settings (bucket_bytes, verify, transport), its
+//      HostIdentity() and where its weights live (WeightDeviceIdentity, gpu_transports.h) under
+//      the group's name and compares every rank's with rank 0's, so that all ranks refuse a
+//      mismatch with the same message;
 //   3. the control process group (Gloo) forms: it carries the version header and the hashes;
-//   4. the transport: shared memory when every rank is on rank 0's host and transport is auto or
-//      shm (weight_sync/shm_transport.h, which may still fall back to Gloo under auto), else
-//      Gloo broadcasts on the control group (weight_sync/gloo_transport.h).
+//   4. the transport (ChooseTransport, weight_sync/transport_choice.h): weights in host memory ->
+//      shared memory when every rank is on rank 0's host and transport is auto or shm
+//      (weight_sync/shm_transport.h, which may still fall back to Gloo under auto), else Gloo
+//      broadcasts on the control group (weight_sync/gloo_transport.h); weights on CUDA -> cuda_ipc
+//      or nccl (weight_sync/gpu_transports.h; only in builds with CUDA and NCCL).
 // Every wait is bounded by the group's timeout.
 //
 // Thread safety: Rendezvous is a blocking call from one thread; the store helpers are as
@@ -40,7 +43,9 @@ struct Connection {
 // connection. Errors, on every rank alike where the cause is shared: FailedPrecondition naming
 // the first differing tensor (its name and both shapes, or which rank lacks it), or the
 // differing settings, or the hosts when transport=shm spans hosts (or a receiver cannot map rank
-// 0's segment); DeadlineExceeded naming the ranks that did not show up within the timeout;
+// 0's segment), or the devices when ranks disagree on CPU vs CUDA; Unimplemented /
+// FailedPrecondition naming cuda_device when this build or process cannot hold weights on CUDA
+// (gpu_transports.h); DeadlineExceeded naming the ranks that did not show up within the timeout;
 // Unavailable when the store cannot be hosted or fails; DataLoss for an unreadable manifest.
 absl::StatusOr<Connection> Rendezvous(const GroupOptions& options, const BucketPlan& plan);
 

@@ -19,6 +19,12 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Where a rank of a group formed with `options` keeps its weights.
+torch::Device WeightDevice(const GroupOptions& options) {
+  if (options.cuda_device < 0) return torch::Device(torch::kCPU);
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(options.cuda_device));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WeightSyncGroup>> WeightSyncGroup::Join(const GroupOptions& options,
@@ -49,7 +55,11 @@ torch::Tensor WeightSyncGroup::StagingBuffer() {
   for (const torch::Tensor& buffer : staging_buffers_) {
     if (buffer.storage().use_count() == 1) return buffer;  // every view of it was dropped
   }
-  torch::Tensor buffer = AllocateLargeBuffer(plan_.num_elements(), torch::kFloat32);
+  torch::Tensor buffer =
+      options_.cuda_device < 0
+          ? AllocateLargeBuffer(plan_.num_elements(), torch::kFloat32)
+          : torch::empty({plan_.num_elements()},
+                         torch::TensorOptions().dtype(torch::kFloat32).device(WeightDevice(options_)));
   if (staging_buffers_.size() < 2) staging_buffers_.push_back(buffer);
   return buffer;
 }
@@ -88,10 +98,12 @@ absl::Status WeightSyncGroup::Send(const TensorMap& params, int64_t version) {
   std::vector<torch::Tensor> flat;  // per manifest entry, flattened, contiguous
   flat.reserve(params.size());
   for (const auto& [name, tensor] : params) {
-    if (!tensor.device().is_cpu() && !c10d_compat::NcclAvailable()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "weight sync: tensor '", name, "' is on ", tensor.device().str(),
-          "; this build has only the Gloo (CPU) backend (LibTorch without CUDA/NCCL)"));
+    if (tensor.device() != WeightDevice(options_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weight sync Send: tensor '", name, "' is on ", tensor.device().str(),
+          ", but the group was formed for weights on ", WeightDevice(options_).str(),
+          " (cuda_device=", options_.cuda_device, ", transport=", TransportName(transport()),
+          ")"));
     }
     flat.push_back(tensor.detach().reshape({-1}));
   }
@@ -145,7 +157,7 @@ absl::StatusOr<TensorMap> WeightSyncGroup::Receive(int64_t expected_version, tor
                        plan_.num_buckets(), " / ", plan_.total_bytes())));
     }
     BucketSink sink(plan_, dtype, dtype == torch::kFloat32 ? StagingBuffer() : torch::Tensor(),
-                    options_.verify);
+                    options_.verify, WeightDevice(options_));
     if (absl::Status s = connection_->transport->ReceiveBuckets(sink); !s.ok()) return Fail(s);
     if (options_.verify) {
       if (absl::Status s = VerifyHashes(sink.hashes()); !s.ok()) return Fail(s);

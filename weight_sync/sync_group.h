@@ -29,10 +29,11 @@
 // Otherwise (other hosts, kGloo, or a /dev/shm the ranks do not share under kAuto) the buckets
 // are Gloo broadcasts (weight_sync/gloo_transport.h). The failure model is the same for both.
 //
-// Backends: Gloo for CPU tensors (always built). NCCL would serve CUDA tensors but is compiled in
-// only when LibTorch was built with CUDA and NCCL; Debian's CPU LibTorch has neither, so here a
-// CUDA tensor is refused with Unimplemented (see weight_sync/bucket_transport.h for where a GPU
-// transport plugs in).
+// Weights on CUDA (`cuda_device` >= 0 on every rank): the buckets go device to device, through
+// CUDA IPC when every rank holds them on one GPU (weight_sync/cuda_ipc_transport.h), else NCCL
+// broadcasts (weight_sync/nccl_transport.h); the header and hashes stay on Gloo. Both exist only
+// in builds where nvcc and NCCL were found, need a LibTorch with CUDA at run time (Join refuses
+// cuda_device >= 0 otherwise, naming it), and are COMPILED ONLY: never run on a GPU yet.
 //
 // Thread safety: a WeightSyncGroup is used by one thread at a time (calls are collectives: every
 // rank must make the matching call in the same order). Distinct groups are independent.
@@ -81,12 +82,13 @@ class WeightSyncGroup {
   WeightSyncGroup& operator=(const WeightSyncGroup&) = delete;
 
   // Rank 0 only: broadcasts `params` (any floating dtype, sent as fp32) as `version`. `params`
-  // must match the manifest (InvalidArgument naming the tensor otherwise, before anything is
-  // sent). Returns after the last bucket (and the verification) completed on this rank; on
+  // must match the manifest and live on the group's device (the CPU, or cuda:cuda_device):
+  // InvalidArgument naming the tensor otherwise, before anything is sent. Returns after the last bucket (and the verification) completed on this rank; on
   // shared memory, once every receiver has copied the last bucket out.
   absl::Status Send(const TensorMap& params, int64_t version);
 
-  // Ranks >= 1: receives the next broadcast into CPU tensors of `dtype`, one per manifest entry
+  // Ranks >= 1: receives the next broadcast into tensors of `dtype` on this rank's device (the CPU,
+  // or cuda:cuda_device), one per manifest entry
   // (a staging copy the caller owns; nothing else writes them while the caller holds any of
   // them). fp32 tensors are views of one staging buffer that the group recycles for a later
   // Receive once the caller has dropped every view of it: faulting in fresh memory, not the
@@ -100,7 +102,7 @@ class WeightSyncGroup {
   const Manifest& manifest() const { return plan_.manifest(); }
   int64_t num_buckets() const { return plan_.num_buckets(); }
   int64_t total_bytes() const { return plan_.total_bytes(); }
-  // The transport the buckets use: kGloo or kSharedMemory (never kAuto).
+  // The transport the buckets use: kGloo, kSharedMemory, kNccl or kCudaIpc (never kAuto).
   Transport transport() const;
   // True once a collective failed; the group must then be re-formed.
   bool broken() const { return broken_; }

@@ -164,7 +164,7 @@ TEST(WeightSyncGroupTest, TransportNamesRoundTrip) {
   for (Transport t : {Transport::kAuto, Transport::kGloo, Transport::kSharedMemory}) {
     EXPECT_EQ(ParseTransport(TransportName(t)).value(), t);
   }
-  EXPECT_THAT(std::string(ParseTransport("nccl").status().message()), HasSubstr("'nccl'"));
+  EXPECT_THAT(std::string(ParseTransport("rdma").status().message()), HasSubstr("'rdma'"));
 }
 
 // Two ranks in this process (one host): auto picks shared memory, the name is gone from
