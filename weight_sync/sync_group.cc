@@ -67,7 +67,7 @@ torch::Tensor WeightSyncGroup::StagingBuffer() {
 void WeightSyncGroup::AdoptStagingBuffers(std::vector<torch::Tensor> buffers) {
   for (torch::Tensor& buffer : buffers) {
     if (staging_buffers_.size() < 2 && buffer.scalar_type() == torch::kFloat32 &&
-        buffer.numel() == plan_.num_elements()) {
+        buffer.numel() == plan_.num_elements() && buffer.device() == WeightDevice(options_)) {
       staging_buffers_.push_back(std::move(buffer));
     }
   }

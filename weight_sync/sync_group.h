@@ -112,7 +112,7 @@ class WeightSyncGroup {
   // two syncs, the weights the caller runs on being one of them.
   std::vector<torch::Tensor> TakeStagingBuffers() { return std::exchange(staging_buffers_, {}); }
   // Keeps `buffers` for Receive to reuse (once nothing else holds them); those that are not one
-  // fp32 stream of this group's size are dropped, and at most two are kept.
+  // fp32 stream of this group's size on this rank's device are dropped, and at most two are kept.
   void AdoptStagingBuffers(std::vector<torch::Tensor> buffers);
   // Wall time of the last successful Send/Receive (header, buckets and verification), seconds.
   double last_seconds() const { return last_seconds_; }
