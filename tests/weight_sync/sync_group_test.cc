@@ -201,6 +201,7 @@ TEST(WeightSyncGroupTest, AutoUsesSharedMemoryOnOneHostAndLeavesNothingInDevShm)
     absl::StatusOr<TensorMap> got = received.get();
     ASSERT_TRUE(got.ok()) << got.status();
     EXPECT_EQ(testing::FirstBitDifference(params, *got), "") << "version " << version;
+    for (const auto& [name, tensor] : *got) EXPECT_TRUE(tensor.device().is_cpu()) << name;
   }
 }
 

@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <future>
 #include <string>
 #include <vector>
 
@@ -133,42 +132,6 @@ TEST(TransportChoiceTest, CpuTransportsWhenEveryRankSaysCudaAreRefused) {
           .status();
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(status.message()), HasSubstr("transport=shm moves host memory"));
-}
-
-// Auto with weights in host memory (cuda_device = -1, the default) forms over a CPU transport
-// and moves the weights bit for bit, whether or not this build has the GPU transports.
-TEST(TransportChoiceJoinTest, AutoWithWeightsOnTheCpuPicksACpuTransport) {
-  const int port = FreeLoopbackPort();
-  const Manifest manifest{{{"a", {3, 5}}, {"b", {7}}}};
-  auto options_for = [&](int rank) {
-    GroupOptions options;
-    options.store_port = port;
-    options.rank = rank;
-    options.world_size = 2;
-    options.group_name = "auto-cpu";
-    options.timeout = std::chrono::milliseconds(5000);
-    options.transport = Transport::kAuto;
-    return options;
-  };
-  auto receiver = std::async(std::launch::async,
-                             [&] { return WeightSyncGroup::Join(options_for(1), manifest); });
-  absl::StatusOr<std::unique_ptr<WeightSyncGroup>> sender =
-      WeightSyncGroup::Join(options_for(0), manifest);
-  absl::StatusOr<std::unique_ptr<WeightSyncGroup>> other = receiver.get();
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_EQ((*sender)->transport(), Transport::kSharedMemory);
-  EXPECT_EQ((*other)->transport(), Transport::kSharedMemory);
-  const TensorMap params{{"a", torch::randn({3, 5})}, {"b", torch::randn({7})}};
-  auto received = std::async(std::launch::async,
-                             [&] { return (*other)->Receive(1, torch::kFloat32); });
-  ASSERT_TRUE((*sender)->Send(params, 1).ok());
-  absl::StatusOr<TensorMap> got = received.get();
-  ASSERT_TRUE(got.ok()) << got.status();
-  for (const auto& [name, tensor] : params) {
-    EXPECT_TRUE(got->at(name).device().is_cpu());
-    EXPECT_TRUE(torch::equal(got->at(name), tensor)) << name;
-  }
 }
 
 // Weights asked to be on CUDA where this process cannot hold them (no GPU, or a CPU-only
