@@ -55,6 +55,15 @@ void CheckCublas(cublasStatus_t status, const char* what) {
   std::exit(1);
 }
 
+// `host` copied into new device memory.
+std::unique_ptr<DeviceMemory> UploadInt64(const std::vector<int64_t>& host) {
+  auto memory = std::make_unique<DeviceMemory>(host.size() * 8);
+  CheckCuda(cudaMemcpy(memory->as<int64_t>(), host.data(), host.size() * 8,
+                       cudaMemcpyHostToDevice),
+            "cudaMemcpy");
+  return memory;
+}
+
 // One case: our kernel's time next to the reference's, and the ratio (ours / reference).
 json Record(const std::string& kernel, int64_t m, double ms, const std::string& reference,
             double reference_ms, double bytes_or_flops, const char* unit) {
@@ -152,15 +161,12 @@ void BenchRowKernels(cudaStream_t stream, int64_t m, json& out) {
         sin(m * kHeadDim * 4);
     std::vector<int64_t> positions(m);
     for (int64_t t = 0; t < m; ++t) positions[t] = t;
-    DeviceMemory device_positions(m * 8);
-    CheckCuda(cudaMemcpy(device_positions.as<int64_t>(), positions.data(), m * 8,
-                         cudaMemcpyHostToDevice),
-              "cudaMemcpy positions");
+    const std::unique_ptr<DeviceMemory> device_positions = UploadInt64(positions);
     k::RopeCudaProblem problem;
     problem.x = x.as<float>();
     problem.cos = cos.as<float>();
     problem.sin = sin.as<float>();
-    problem.positions = device_positions.as<int64_t>();
+    problem.positions = device_positions->as<int64_t>();
     problem.num_tokens = m;
     problem.num_heads = kHeads;
     problem.head_dim = kHeadDim;
@@ -177,13 +183,6 @@ void BenchRowKernels(cudaStream_t stream, int64_t m, json& out) {
 // training / prefill shape) in GFLOP/s, with no reference kernel here.
 void BenchAttention(cudaStream_t stream, int64_t m, json& out) {
   const int64_t row = kKvHeads * kHeadDim;
-  auto upload = [](const std::vector<int64_t>& host) {
-    auto memory = std::make_unique<DeviceMemory>(host.size() * 8);
-    CheckCuda(cudaMemcpy(memory->as<int64_t>(), host.data(), host.size() * 8,
-                         cudaMemcpyHostToDevice),
-              "cudaMemcpy");
-    return memory;
-  };
   for (bool decode : {true, false}) {
     const int64_t sequences = decode ? m : 1;
     const int64_t context = decode ? kDecodeContext : m;
@@ -196,8 +195,8 @@ void BenchAttention(cudaStream_t stream, int64_t m, json& out) {
       offsets[s] = s * context;
     }
     for (int64_t r = 0; r < sequences * context; ++r) key_rows[r] = r;
-    auto d_cu = upload(cu_seqlens), d_first = upload(first), d_offsets = upload(offsets),
-         d_rows = upload(key_rows);
+    auto d_cu = UploadInt64(cu_seqlens), d_first = UploadInt64(first),
+         d_offsets = UploadInt64(offsets), d_rows = UploadInt64(key_rows);
     DeviceMemory q(tokens * kHeads * kHeadDim * 4), result(tokens * kHeads * kHeadDim * 4),
         keys(sequences * context * row * 4), values(sequences * context * row * 4);
     k::AttentionCudaProblem problem;
