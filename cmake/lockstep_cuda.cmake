@@ -1,14 +1,18 @@
 # CUDA detection for lockstep (included by the top CMakeLists.txt after find_package(Torch)).
 #
 #   LOCKSTEP_HAVE_CUDA        nvcc and the CUDA toolkit were found: model/kernels builds
-#                             lockstep_kernels_cuda (raw-pointer kernels, plain nvcc, no LibTorch)
-#                             and tests/gpu, bench/gpu are built. No GPU is needed to compile.
+#                             lockstep_kernels_cuda (raw-pointer kernels, plain nvcc, no LibTorch),
+#                             lockstep_model gets the glue that runs them on CUDA tensors
+#                             (model/kernels/*_ops_cuda.cc, host compiler), and tests/gpu,
+#                             bench/gpu are built. No GPU is needed to compile.
 #   LOCKSTEP_HAVE_NCCL        nccl.h and libnccl were found too: weight_sync builds
 #                             lockstep_gpu_transfer (raw-pointer NCCL broadcast and CUDA IPC).
 #   LOCKSTEP_TORCH_CUDA       the LibTorch in use was built with CUDA (-DTorch_DIR=<CUDA LibTorch>):
-#                             the glue that runs the CUDA kernels on CUDA tensors and the
-#                             nccl/cuda_ipc bucket transports are compiled. Off with Debian's
-#                             CPU-only LibTorch, which leaves the CPU build exactly as before.
+#                             model/kernels/torch_cuda_stream.cc, the one file that reads it, asks
+#                             c10::cuda for LibTorch's current stream (for the kernel glue and the
+#                             nccl/cuda_ipc transports) instead of naming the legacy default
+#                             stream. Off with Debian's CPU-only LibTorch, where no tensor can be on
+#                             CUDA, so the CPU paths run exactly as before.
 #
 # -DLOCKSTEP_CUDA=OFF skips all of it. One architecture by default (sm_90, H100/H200) to keep the
 # CI compile short; -DCMAKE_CUDA_ARCHITECTURES=80;90 for more.

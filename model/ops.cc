@@ -99,8 +99,10 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
   torch::Tensor scores = torch::matmul(qh, kh) * (1.0 / std::sqrt(static_cast<double>(head_dim)));
   if (num_queries > 1) {
     // Query i (position num_keys - num_queries + i) must not see keys after it.
-    torch::Tensor query_pos = torch::arange(num_keys - num_queries, num_keys).unsqueeze(1);
-    torch::Tensor key_pos = torch::arange(num_keys).unsqueeze(0);
+    const torch::TensorOptions positions = torch::dtype(torch::kInt64).device(q.device());
+    torch::Tensor query_pos =
+        torch::arange(num_keys - num_queries, num_keys, positions).unsqueeze(1);
+    torch::Tensor key_pos = torch::arange(num_keys, positions).unsqueeze(0);
     scores = scores.masked_fill(key_pos > query_pos, -std::numeric_limits<float>::infinity());
   }
   torch::Tensor probs = torch::softmax(scores, -1);
@@ -130,8 +132,10 @@ torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tenso
                                       const std::vector<int64_t>& cu_seqlens, NumericMode mode) {
   // Paged attention is the generator's: the kernel at every length, prefill included (as
   // Linear in a paged forward); only a graph (a test differentiating through the cache)
-  // takes the per-sequence path.
-  if (!kernels::WantsGrad(q, keys, values) && CpuFloat(q) && CpuFloat(keys) && CpuFloat(values)) {
+  // takes the per-sequence path. On CUDA only batch-invariant mode runs the kernel (one launch).
+  const bool runs_kernel = (CpuFloat(q) && CpuFloat(keys) && CpuFloat(values)) ||
+                           (Invariant(mode) && q.is_cuda());
+  if (!kernels::WantsGrad(q, keys, values) && runs_kernel) {
     return kernels::FixedOrderAttentionPacked(q, keys, values, key_rows, first_positions,
                                               cu_seqlens);
   }
@@ -192,8 +196,11 @@ void WriteRows(torch::Tensor& destination, const torch::Tensor& rows, const torc
 }
 
 torch::Tensor ArgMaxRows(const torch::Tensor& x) {
-  // The kernel: LibTorch 1.13's argmax takes 160 us over 8 x 32000 rows, ours a few.
-  if (CpuFloat(x) && x.dim() == 2) return kernels::ArgMaxRows(x);
+  // The kernel: LibTorch 1.13's argmax takes 160 us over 8 x 32000 rows, ours a few. On CUDA
+  // too (float32), so that NaN never wins there either.
+  if ((CpuFloat(x) || (x.is_cuda() && x.scalar_type() == torch::kFloat32)) && x.dim() == 2) {
+    return kernels::ArgMaxRows(x);
+  }
   return x.argmax(-1);
 }
 

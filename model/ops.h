@@ -1,6 +1,7 @@
 // The numeric operations of the forward pass, as free functions over tensors. The layers call
 // only these; each dispatches on the model's NumericMode to stock LibTorch ops (kFast) or to the
-// fixed-order kernels in model/kernels/ (kBatchInvariant, float32 only). Fast mode also runs
+// fixed-order kernels in model/kernels/ (kBatchInvariant, float32 only; CUDA tensors run their
+// CUDA kernels, kernels/ops_cuda.h, compiled only so far). Fast mode also runs
 // our kernels where stock LibTorch is slow on CPU (said per op); the choice depends on the
 // forward's kind where an op says so (forward_kind.h), never on grad mode, so a trainer's no-grad
 // and grad forwards agree bit for bit.
@@ -65,7 +66,8 @@ torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& key
 // AttentionOverRows for every sequence of a packed batch (paged mode): q: [num_tokens, num_heads,
 // head_dim], sequence s's queries at rows cu_seqlens[s] .. cu_seqlens[s + 1], its key rows and
 // first position key_rows[s], first_positions[s]. Where AttentionOverRows would run the kernel
-// for every sequence and no gradient is wanted, one kernel call covers them all (same bits,
+// for every sequence (CUDA tensors: in batch-invariant mode) and no gradient is wanted, one
+// kernel call covers them all (same bits,
 // one parallel region instead of one per sequence); otherwise it calls AttentionOverRows per
 // sequence. Returns [num_tokens, num_heads, head_dim].
 torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tensor& keys,
@@ -96,7 +98,8 @@ kernels::TopKRouting TopKRouting(const torch::Tensor& logits, int64_t k, bool no
 void WriteRows(torch::Tensor& destination, const torch::Tensor& rows, const torch::Tensor& source);
 
 // First index of the largest value of each row of x [rows, cols], int64 [rows] (torch::argmax's
-// rule; exact, so the same in both modes). NaN never wins on CPU float32 (our kernel).
+// rule; exact, so the same in both modes). NaN never wins on float32 CPU and CUDA rows (our
+// kernels).
 torch::Tensor ArgMaxRows(const torch::Tensor& x);
 
 }  // namespace lockstep::ops

@@ -45,12 +45,16 @@ RopeTable::RopeTable(const ModelConfig& config) {
 
 torch::Tensor RopeTable::Apply(const torch::Tensor& x, const torch::Tensor& positions) const {
   // The fused kernel gives the formula's bits; it has no backward, so graphs keep the formula.
-  if (!kernels::WantsGrad(x) && x.is_cpu() && x.scalar_type() == torch::kFloat32 && x.dim() == 3) {
+  // CUDA tensors run its CUDA glue (the tables stay on the host; it uploads the rows it needs).
+  if (!kernels::WantsGrad(x) && (x.is_cpu() || x.is_cuda()) && x.scalar_type() == torch::kFloat32 &&
+      x.dim() == 3) {
     return kernels::RotateHalfFromTable(x, cos_, sin_, positions);
   }
   const int64_t half = x.size(-1) / 2;
-  torch::Tensor cos = cos_.index_select(0, positions).unsqueeze(1);  // [T, 1, head_dim]
-  torch::Tensor sin = sin_.index_select(0, positions).unsqueeze(1);
+  // The table rows on x's device ([T, 1, head_dim]; both moves are no-ops on the CPU).
+  const torch::Tensor table_positions = positions.to(cos_.device());
+  torch::Tensor cos = cos_.index_select(0, table_positions).unsqueeze(1).to(x.device());
+  torch::Tensor sin = sin_.index_select(0, table_positions).unsqueeze(1).to(x.device());
   torch::Tensor xf = x.to(torch::kFloat32);
   torch::Tensor rotated = torch::cat({-xf.narrow(-1, half, half), xf.narrow(-1, 0, half)}, -1);
   return (xf * cos + rotated * sin).to(x.scalar_type());

@@ -3,10 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "weight_sync/gpu_status.h"
 
-#ifdef LOCKSTEP_TORCH_CUDA
-#include <c10/cuda/CUDAStream.h>
-#endif
-
 namespace lockstep::weight_sync {
 
 CudaDeviceScope::CudaDeviceScope(int device) {
@@ -46,15 +42,6 @@ absl::StatusOr<std::string> CudaDeviceIdentity(int device, const std::string& wh
     absl::StrAppend(&identity, absl::Hex(byte, absl::kZeroPad2));
   }
   return identity;
-}
-
-cudaStream_t TorchCurrentStream(int device) {
-#ifdef LOCKSTEP_TORCH_CUDA
-  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)).stream();
-#else
-  (void)device;
-  return cudaStreamLegacy;
-#endif
 }
 
 torch::Tensor DeviceFloats(int64_t num_elements, int device) {

@@ -1,8 +1,8 @@
 // Small CUDA-device helpers shared by the GPU bucket transports (nccl_transport.h,
-// cuda_ipc_transport.h): the current device for a scope, LibTorch's current stream, device fp32
-// buffers as tensors. The only place in weight_sync/ that depends on whether LibTorch has CUDA
-// (LOCKSTEP_TORCH_CUDA: c10/cuda's current stream); everything else uses LibTorch's
-// device-agnostic API, so it compiles against Debian's CPU-only LibTorch too.
+// cuda_ipc_transport.h): the current device for a scope, LibTorch's current stream (the model's
+// kernels::TorchCurrentStream: model/kernels/torch_cuda_stream.h is the project's one file that
+// depends on whether LibTorch has CUDA), device fp32 buffers as tensors. Everything here uses
+// LibTorch's device-agnostic API, so it compiles against Debian's CPU-only LibTorch too.
 //
 // COMPILED ONLY: built with nvcc's toolkit on machines without a GPU; never run on one.
 //
@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "model/kernels/torch_cuda_stream.h"
 
 namespace lockstep::weight_sync {
 
@@ -43,11 +44,10 @@ class CudaDeviceScope {
 // of them; `what` begins each message.
 absl::StatusOr<std::string> CudaDeviceIdentity(int device, const std::string& what);
 
-// The stream LibTorch enqueues this thread's work on for `device` (c10::cuda's current stream
-// with a CUDA LibTorch; the legacy default stream otherwise, which is LibTorch's default). The
-// transports enqueue their copies and broadcasts there, so they are ordered with LibTorch's
-// packing and casting without extra events.
-cudaStream_t TorchCurrentStream(int device);
+// The stream LibTorch enqueues this thread's work on for a device. The transports enqueue their
+// copies and broadcasts there, so they are ordered with LibTorch's packing and casting without
+// extra events.
+using kernels::TorchCurrentStream;
 
 // A fresh fp32 tensor of `num_elements` on cuda:`device` (LibTorch's allocator).
 torch::Tensor DeviceFloats(int64_t num_elements, int device);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/kernels/attention_cpu.h"
+#include "model/kernels/ops_cuda.h"
 #include "model/kernels/recompute_backward.h"
 #include "model/kernels/wants_grad.h"
 #include "model/ops.h"
@@ -43,6 +44,8 @@ AttentionProblem MakeProblem(const torch::Tensor& q, const torch::Tensor& keys,
 torch::Tensor RunAttention(const torch::Tensor& q, const torch::Tensor& keys,
                            const torch::Tensor& values, const torch::Tensor& key_rows,
                            int64_t first_position) {
+  if (q.is_cuda()) return AttentionPackedOnCuda(q, keys, values, {key_rows}, {first_position},
+                                                {0, q.size(0)});
   torch::Tensor qc = q.contiguous();
   torch::Tensor kc = keys.contiguous();
   torch::Tensor vc = values.contiguous();
@@ -87,7 +90,9 @@ torch::Tensor FixedOrderAttention(const torch::Tensor& q, const torch::Tensor& k
   TORCH_CHECK(key_rows.size(0) == first_position + q.size(0),
               "attention: key_rows must name every position up to the last query");
   if (!WantsGrad(q, keys, values)) return RunAttention(q, keys, values, key_rows, first_position);
-  return AttentionFunction::apply(q, keys, values, key_rows, first_position);
+  // On CUDA the backward's index_select needs the rows on q's device.
+  const torch::Tensor rows = q.is_cuda() ? key_rows.to(q.device()) : key_rows;
+  return AttentionFunction::apply(q, keys, values, rows, first_position);
 }
 
 torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
@@ -103,6 +108,9 @@ torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Ten
   TORCH_CHECK(key_rows.size() == num_sequences &&
                   first_positions.size() == num_sequences && cu_seqlens.back() == q.size(0),
               "attention: one key_rows and first position per sequence of cu_seqlens");
+  if (q.is_cuda()) {
+    return AttentionPackedOnCuda(q, keys, values, key_rows, first_positions, cu_seqlens);
+  }
   const torch::Tensor qc = q.contiguous();
   const torch::Tensor kc = keys.contiguous();
   const torch::Tensor vc = values.contiguous();

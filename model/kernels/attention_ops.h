@@ -1,5 +1,5 @@
 // LibTorch glue for the fixed-order causal attention (kernel: attention_cpu.h); FixedOrder* as in
-// linear_ops.h.
+// linear_ops.h. CUDA tensors run the CUDA kernel (ops_cuda.h; key_rows may stay on the host).
 #ifndef LOCKSTEP_MODEL_KERNELS_ATTENTION_OPS_H_
 #define LOCKSTEP_MODEL_KERNELS_ATTENTION_OPS_H_
 

@@ -6,6 +6,7 @@
 
 #include "model/kernels/argmax_cpu.h"
 #include "model/kernels/log_softmax_cpu.h"
+#include "model/kernels/ops_cuda.h"
 #include "model/kernels/parallel_grain.h"
 #include "model/kernels/recompute_backward.h"
 #include "model/kernels/rms_norm_cpu.h"
@@ -24,6 +25,7 @@ void CheckFloat(const torch::Tensor& t, const char* what) {
 }
 
 torch::Tensor RunRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  if (x.is_cuda()) return RmsNormOnCuda(x, weight, eps);
   torch::Tensor xc = x.contiguous();
   torch::Tensor wc = weight.contiguous();
   torch::Tensor y = torch::empty_like(xc);
@@ -36,6 +38,7 @@ torch::Tensor RunRmsNorm(const torch::Tensor& x, const torch::Tensor& weight, do
 }
 
 torch::Tensor RunSiluMul(const torch::Tensor& gate, const torch::Tensor& up) {
+  if (gate.is_cuda()) return SiluMulOnCuda(gate, up);
   torch::Tensor g = gate.contiguous();
   torch::Tensor u = up.contiguous();
   torch::Tensor out = torch::empty_like(g);
@@ -47,6 +50,7 @@ torch::Tensor RunSiluMul(const torch::Tensor& gate, const torch::Tensor& up) {
 
 torch::Tensor RunTargetLogProbs(const torch::Tensor& logits, const torch::Tensor& targets,
                                 double temperature) {
+  if (logits.is_cuda()) return TargetLogProbsOnCuda(logits, targets, temperature);
   torch::Tensor l = logits.contiguous();
   torch::Tensor t = targets.contiguous();
   torch::Tensor out = torch::empty({l.size(0)}, l.options());
@@ -124,11 +128,14 @@ torch::Tensor FixedOrderTargetLogProbs(const torch::Tensor& logits,
                                        const torch::Tensor& targets, double temperature) {
   CheckFloat(logits, "log-softmax");
   if (!WantsGrad(logits)) return RunTargetLogProbs(logits, targets, temperature);
-  return TargetLogProbsFunction::apply(logits, targets, temperature);
+  // On CUDA the backward's scatter_add_ needs the targets on the logits' device.
+  const torch::Tensor on_device = logits.is_cuda() ? targets.to(logits.device()) : targets;
+  return TargetLogProbsFunction::apply(logits, on_device, temperature);
 }
 
 torch::Tensor FixedOrderLogSoftmax(const torch::Tensor& logits, double temperature) {
   CheckFloat(logits, "log-softmax");
+  if (logits.is_cuda()) return LogSoftmaxOnCuda(logits, temperature);
   torch::Tensor l = logits.contiguous();
   torch::Tensor out = torch::empty_like(l);
   const int64_t vocab = l.size(-1);
@@ -143,6 +150,7 @@ torch::Tensor ArgMaxRows(const torch::Tensor& x) {
   CheckFloat(x, "argmax");
   TORCH_CHECK(x.dim() == 2 && x.size(1) <= std::numeric_limits<int32_t>::max(),
               "argmax: rows must be a 2-D tensor of at most 2^31 - 1 columns");
+  if (x.is_cuda()) return ArgMaxRowsOnCuda(x);
   torch::Tensor xc = x.contiguous();
   torch::Tensor out = torch::empty({x.size(0)}, torch::kInt64);
   const int64_t cols = x.size(1);

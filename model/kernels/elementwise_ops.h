@@ -1,7 +1,7 @@
 // LibTorch glue for the fixed-order row and element kernels (FixedOrder* as in linear_ops.h):
 // RMSNorm (rms_norm_cpu.h), SiLU·mul (silu_mul_cpu.h), log-softmax (log_softmax_cpu.h), argmax
 // (argmax_cpu.h). Each but argmax is differentiable; the backward differentiates the fast-mode
-// formula (recompute_backward.h).
+// formula (recompute_backward.h). CUDA tensors run the CUDA kernels (ops_cuda.h).
 #ifndef LOCKSTEP_MODEL_KERNELS_ELEMENTWISE_OPS_H_
 #define LOCKSTEP_MODEL_KERNELS_ELEMENTWISE_OPS_H_
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "model/kernels/linear_cpu.h"
+#include "model/kernels/ops_cuda.h"
 #include "model/kernels/wants_grad.h"
 
 namespace lockstep::kernels {
@@ -16,6 +17,7 @@ using torch::autograd::tensor_list;
 
 torch::Tensor RunLinear(const torch::Tensor& x2d, const torch::Tensor& weight,
                         const torch::Tensor& bias) {
+  if (x2d.is_cuda()) return LinearOnCuda(x2d, weight, bias);
   torch::Tensor x = x2d.contiguous();
   torch::Tensor w = weight.contiguous();
   torch::Tensor y = torch::empty({x.size(0), w.size(0)}, x.options());
@@ -61,7 +63,8 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor& x = saved[0];
     const torch::Tensor& weight = saved[1];
-    torch::Tensor grad = grad_outputs[0].reshape({-1, weight.size(0)});
+    // (.to: the kernel's output is float32 also for bfloat16 inputs on CUDA; a no-op otherwise)
+    torch::Tensor grad = grad_outputs[0].reshape({-1, weight.size(0)}).to(weight.scalar_type());
     torch::Tensor grad_x = torch::matmul(grad, weight).view(x.sizes());
     torch::Tensor grad_weight = torch::matmul(grad.t(), x.reshape({-1, x.size(-1)}));
     torch::Tensor grad_bias = ctx->saved_data["has_bias"].toBool() ? grad.sum(0) : torch::Tensor();
@@ -73,9 +76,13 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
 
 torch::Tensor FixedOrderLinear(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias) {
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
+  const bool cuda_bfloat16 = x.is_cuda() && x.scalar_type() == torch::kBFloat16 &&
+                             weight.scalar_type() == torch::kBFloat16;
+  TORCH_CHECK(((x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32) ||
+               cuda_bfloat16) &&
                   weight.dim() == 2,
-              "batch-invariant linear needs float32 input and a 2-D float32 weight");
+              "batch-invariant linear needs float32 input and a 2-D float32 weight (or both "
+              "bfloat16 on CUDA)");
   TORCH_CHECK(x.size(-1) == weight.size(1), "linear: input features ", x.size(-1),
               " != weight in_features ", weight.size(1));
   if (!WantsGrad(x, weight, bias)) return RunLinearNd(x, weight, bias);

@@ -10,7 +10,8 @@ namespace lockstep::kernels {
 
 // y = x W^T (+ b) with every output element summed over K in one fixed order (batch-invariant).
 // x: [..., K] fp32; weight: [N, K] fp32 (read in place; made contiguous if it is not); bias: [N]
-// or undefined. Differentiable: backward is the ordinary matmul math. Thread-safe.
+// or undefined. Differentiable: backward is the ordinary matmul math. Thread-safe. CUDA tensors
+// run the CUDA kernel (ops_cuda.h; there x and weight may also both be bf16, y is then fp32).
 torch::Tensor FixedOrderLinear(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias);
 

@@ -17,6 +17,9 @@ TopKRouting RunTopKRouting(const torch::Tensor& logits, int64_t k, bool normaliz
               logits.sizes());
   TORCH_CHECK(k >= 1 && k <= logits.size(1), "top-k routing: k = ", k, " with ", logits.size(1),
               " experts");
+  TORCH_CHECK(logits.is_cpu(), "top-k routing has no CUDA kernel yet (model/kernels/README.md): ",
+              "logits on ", logits.device(), " cannot be routed; a mixture-of-experts model "
+              "runs on the CPU only");
   const torch::Tensor l = logits.detach().to(torch::kFloat32).contiguous();
   TopKRouting routing{torch::empty({l.size(0), k}, l.options()),
                       torch::empty({l.size(0), k}, l.options().dtype(torch::kInt64))};

@@ -17,7 +17,8 @@ struct TopKRouting {
 // to its k most probable experts, lowest index first among equals, with the chosen
 // probabilities as weights (renormalised to sum 1 when `normalize`). A row's result depends on
 // that row only. Backward (when the logits need a gradient) differentiates
-// softmax(logits).gather(experts) (renormalised) in stock LibTorch ops. Thread-safe.
+// softmax(logits).gather(experts) (renormalised) in stock LibTorch ops. Thread-safe. No CUDA
+// kernel: CUDA logits are a c10::Error.
 TopKRouting FixedOrderTopKRouting(const torch::Tensor& logits, int64_t k, bool normalize);
 
 // The weights' formula in stock differentiable ops, for the given choices: what the backward

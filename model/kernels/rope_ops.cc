@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "model/kernels/ops_cuda.h"
 #include "model/kernels/parallel_grain.h"
 #include "model/kernels/rope_cpu.h"
 
@@ -17,6 +18,7 @@ torch::Tensor RotateHalfFromTable(const torch::Tensor& x, const torch::Tensor& c
   TORCH_CHECK(positions.scalar_type() == torch::kInt64 && positions.dim() == 1 &&
                   positions.size(0) == x.size(0),
               "rotary embedding: positions must be [tokens] int64");
+  if (x.is_cuda()) return RotateHalfFromTableOnCuda(x, cos, sin, positions);
   const torch::Tensor xc = x.contiguous();
   const torch::Tensor cc = cos.contiguous(), sc = sin.contiguous();
   const torch::Tensor pc = positions.contiguous();

@@ -9,7 +9,8 @@
 namespace lockstep::kernels {
 
 // x: [num_tokens, num_heads, head_dim] float32; cos, sin: [max_positions, head_dim] float32;
-// positions: [num_tokens] int64, each in [0, max_positions). Returns the rotated x.
+// positions: [num_tokens] int64, each in [0, max_positions). Returns the rotated x. A CUDA x runs
+// the CUDA kernel (ops_cuda.h), the tables on the host or on x's device.
 torch::Tensor RotateHalfFromTable(const torch::Tensor& x, const torch::Tensor& cos,
                                   const torch::Tensor& sin, const torch::Tensor& positions);
 
