@@ -45,6 +45,9 @@ absl::Status RunServeGenerator(const ServeGeneratorFlags& flags) {
   // Weight sync (JoinWeightSync / ReceiveWeights): the model's parameter set and dtype.
   service_options.weight_manifest = weight_sync::ManifestOf(StateDict(**model));
   service_options.weight_dtype = (*model)->options().compute_dtype;
+  absl::StatusOr<int> weight_device = weight_sync::WeightsCudaDevice(StateDict(**model));
+  if (!weight_device.ok()) return weight_device.status();
+  service_options.weight_cuda_device = *weight_device;
   generator::GeneratorService service(&loop, service_options);
   std::printf("generator: %s, %lld KV blocks, mode %s, %d threads\n", flags.run.model_dir.c_str(),
               static_cast<long long>(loop.status().num_kv_blocks), flags.run.mode.c_str(),

@@ -230,6 +230,7 @@ absl::Status GeneratorService::DoJoin(const v1::JoinWeightSyncRequest& request,
   if (request.bucket_bytes() != 0) options.bucket_bytes = request.bucket_bytes();
   options.verify = request.verify();
   options.transport = static_cast<weight_sync::Transport>(request.transport());
+  options.cuda_device = options_.weight_cuda_device;
   if (absl::Status s = options.Validate(); !s.ok()) return s;
   // A re-formed group replaces the old one (a broken one is abandoned) and keeps its staging
   // buffers: the sync that follows a restart elsewhere then faults in no fresh memory here.

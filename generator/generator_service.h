@@ -50,6 +50,11 @@ struct GeneratorServiceOptions {
   // cast to it). An empty manifest makes JoinWeightSync FAILED_PRECONDITION.
   weight_sync::Manifest weight_manifest;
   torch::Dtype weight_dtype = torch::kFloat32;
+  // Where the engine model's weights live (weight_sync::WeightsCudaDevice(StateDict(model))):
+  // -1 for host memory (every generator today), else the CUDA device index. The weight-sync
+  // group's cuda_device: `auto` picks the GPU transports only for weights on CUDA, and nccl /
+  // cuda_ipc are refused at JoinWeightSync (INVALID_ARGUMENT naming the transport) for host ones.
+  int weight_cuda_device = -1;
 };
 
 class GeneratorService final : public v1::Generator::CallbackService {

@@ -200,7 +200,9 @@ struct WeightSyncSection {
   int64_t bucket_mb = 64;
   int64_t timeout_ms = 60000;
   bool verify = true;  // compare a checksum of the received weights on every generator
-  std::string transport = "auto";  // "auto" (shared memory on one host) | "gloo" | "shm"
+  // "auto" (shared memory on one host, else Gloo; GPU transports for weights on CUDA) | "gloo" |
+  // "shm" | "nccl" | "cuda_ipc" (the last two need the services' weights on CUDA)
+  std::string transport = "auto";
 };
 
 struct JobConfig {

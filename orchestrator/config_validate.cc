@@ -212,7 +212,8 @@ void CheckAlgorithm(const JobConfig& c, Problems& p) {
   p.AtLeast("checkpointing.every", c.checkpointing.every, 0);
   p.AtLeast("checkpointing.keep_last", c.checkpointing.keep_last, 0);
   p.OneOf("logging.level", c.logging.level, {"debug", "info", "warning", "error"});
-  p.OneOf("weight_sync.transport", c.weight_sync.transport, {"auto", "gloo", "shm"});
+  p.OneOf("weight_sync.transport", c.weight_sync.transport,
+          {"auto", "gloo", "shm", "nccl", "cuda_ipc"});
   p.AtLeast("weight_sync.bucket_mb", c.weight_sync.bucket_mb, 1);
   p.AtLeast("weight_sync.timeout_ms", c.weight_sync.timeout_ms, 1);
 }

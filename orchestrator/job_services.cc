@@ -18,6 +18,8 @@ namespace {
 v1::WeightSyncTransport Transport(const std::string& name) {
   if (name == "gloo") return v1::WEIGHT_SYNC_TRANSPORT_GLOO;
   if (name == "shm") return v1::WEIGHT_SYNC_TRANSPORT_SHARED_MEMORY;
+  if (name == "nccl") return v1::WEIGHT_SYNC_TRANSPORT_NCCL;
+  if (name == "cuda_ipc") return v1::WEIGHT_SYNC_TRANSPORT_CUDA_IPC;
   return v1::WEIGHT_SYNC_TRANSPORT_AUTO;
 }
 
@@ -116,7 +118,13 @@ absl::Status JobServices::FormWeightSyncGroup(const Log& log) {
     group.group_name = absl::StrCat("sync-", NewAuthToken().substr(0, 8));
     joined = orchestrator::FormWeightSyncGroup(*trainer_, generators_, group);
   }
-  if (!joined.ok()) return joined.status();
+  if (!joined.ok()) {
+    // The services judge a transport against where their weights live; name the key that chose it.
+    if (config_.weight_sync.transport == "auto") return joined.status();
+    return absl::Status(joined.status().code(),
+                        absl::StrCat("[weight_sync] transport = \"", config_.weight_sync.transport,
+                                     "\": ", joined.status().message()));
+  }
   log(absl::StrCat("weight-sync group formed: ", joined->num_parameters(), " tensors, ",
                    joined->total_bytes() / 1e6, " MB in ", joined->num_buckets(), " bucket(s)"));
   return absl::OkStatus();

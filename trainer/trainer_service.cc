@@ -190,12 +190,17 @@ grpc::ServerUnaryReactor* TrainerService::JoinWeightSync(grpc::CallbackServerCon
         request->bucket_bytes() == 0 ? kDefaultSyncBucketBytes : request->bucket_bytes();
     group_options.verify = request->verify();
     group_options.transport = static_cast<weight_sync::Transport>(request->transport());
+    // The group moves the trainer's own parameters: its device is theirs (-1: host memory, as
+    // every trainer today), which decides what auto picks and which transports are allowed.
+    const TensorMap parameters = trainer_->Parameters();
+    absl::StatusOr<int> cuda_device = weight_sync::WeightsCudaDevice(parameters);
+    if (!cuda_device.ok()) return cuda_device.status();
+    group_options.cuda_device = *cuda_device;
     absl::Status valid = group_options.Validate();
     if (!valid.ok()) return valid;
     sync_group_.reset();  // leave the old group (if any) before re-forming
     absl::StatusOr<std::unique_ptr<weight_sync::WeightSyncGroup>> group =
-        weight_sync::WeightSyncGroup::Join(group_options,
-                                           weight_sync::ManifestOf(trainer_->Parameters()));
+        weight_sync::WeightSyncGroup::Join(group_options, weight_sync::ManifestOf(parameters));
     if (!group.ok()) return group.status();
     sync_group_ = *std::move(group);
     response->set_num_parameters(static_cast<int64_t>(sync_group_->manifest().entries.size()));

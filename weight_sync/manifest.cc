@@ -14,6 +14,24 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+absl::StatusOr<int> WeightsCudaDevice(const TensorMap& params) {
+  if (params.empty()) return -1;
+  const auto& [first_name, first] = *params.begin();
+  for (const auto& [name, tensor] : params) {
+    if (!tensor.is_cpu() && !tensor.is_cuda()) {
+      return absl::InvalidArgumentError(absl::StrCat("weights: tensor '", name, "' is on ",
+                                                     tensor.device().str(),
+                                                     ", neither the CPU nor a CUDA device"));
+    }
+    if (tensor.device() != first.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights must live on one device, but '", first_name, "' is on ",
+          first.device().str(), " and '", name, "' on ", tensor.device().str()));
+    }
+  }
+  return first.is_cuda() ? static_cast<int>(first.get_device()) : -1;
+}
+
 int64_t Manifest::num_elements() const {
   int64_t total = 0;
   for (const auto& [name, shape] : entries) {

@@ -45,6 +45,13 @@ absl::StatusOr<Manifest> DecodeManifest(const std::string& text);
 // shapes (any floating dtype).
 absl::Status CheckMatches(const Manifest& manifest, const TensorMap& params);
 
+// Where `params` live, as GroupOptions::cuda_device takes it: -1 when every tensor is in host
+// memory (or there is none), the device index when every one is on one CUDA device. A service
+// sets its group's cuda_device from its model's weights with it, so `auto` picks the GPU
+// transports exactly when the weights are on CUDA. InvalidArgument naming two tensors on
+// different devices, or one on a device that is neither.
+absl::StatusOr<int> WeightsCudaDevice(const TensorMap& params);
+
 }  // namespace lockstep::weight_sync
 
 #endif  // LOCKSTEP_WEIGHT_SYNC_MANIFEST_H_

@@ -152,6 +152,22 @@ TEST(ConfigTest, ImpossibleCombinationsAreRejected) {
               HasSubstr("give exactly one of [model] preset and [model] path"));
 }
 
+TEST(ConfigTest, WeightSyncTransportTakesTheGpuTransportsAndNamesTheKeyOtherwise) {
+  for (const std::string transport : {"auto", "gloo", "shm", "nccl", "cuda_ipc"}) {
+    absl::StatusOr<JobConfig> config = ParseJobConfig(
+        std::string(kMinimal) + "[weight_sync]\ntransport = \"" + transport + "\"\n",
+        "recipe.toml");
+    ASSERT_TRUE(config.ok()) << transport << ": " << config.status();
+    EXPECT_EQ(config->weight_sync.transport, transport);
+  }
+  absl::StatusOr<JobConfig> config = ParseJobConfig(
+      std::string(kMinimal) + "[weight_sync]\ntransport = \"nvlink\"\n", "recipe.toml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(),
+              HasSubstr("[weight_sync] transport: must be one of \"auto\", \"gloo\", \"shm\", "
+                        "\"nccl\", \"cuda_ipc\", got \"nvlink\""));
+}
+
 TEST(ConfigTest, GeneratorAddressesSetTheCount) {
   std::string text =
       std::string(kMinimal) + "[generator]\naddresses = [\"127.0.0.1:5001\", \"127.0.0.1:5002\"]\n";

@@ -294,5 +294,36 @@ TEST_F(TrainerGeneratorsSyncTest, AfterTrainStepAndSyncEveryGeneratorIsBitIdenti
   }
 }
 
+// The services derive their group's cuda_device from where their model's weights live (the
+// CPU, in every service today), so asking for a GPU transport fails at once, on every rank,
+// naming the transport and why; nothing waits for a peer.
+TEST_F(TrainerGeneratorsSyncTest, GpuTransportsAreRefusedForWeightsOnTheCpu) {
+  for (const v1::WeightSyncTransport transport :
+       {v1::WEIGHT_SYNC_TRANSPORT_NCCL, v1::WEIGHT_SYNC_TRANSPORT_CUDA_IPC}) {
+    const std::string name =
+        transport == v1::WEIGHT_SYNC_TRANSPORT_NCCL ? "transport=nccl" : "transport=cuda_ipc";
+    v1::JoinWeightSyncRequest join;
+    join.set_store_host("127.0.0.1");
+    join.set_store_port(FreeLoopbackPort());
+    join.set_world_size(1 + kNumGenerators);
+    join.set_group_name("gpu-refused");
+    join.set_timeout_ms(30000);
+    join.set_transport(transport);
+    for (int rank = 0; rank <= kNumGenerators; ++rank) {
+      join.set_rank(rank);
+      grpc::ClientContext context;
+      WithDeadline(&context);
+      v1::JoinWeightSyncResponse response;
+      const grpc::Status status =
+          rank == 0 ? trainer_->JoinWeightSync(&context, join, &response)
+                    : generators_[rank - 1]->JoinWeightSync(&context, join, &response);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name << " rank " << rank;
+      EXPECT_NE(status.error_message().find(name), std::string::npos) << status.error_message();
+      EXPECT_NE(status.error_message().find("weights on the CPU"), std::string::npos)
+          << status.error_message();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lockstep

@@ -165,5 +165,20 @@ TEST(TransportChoiceJoinTest, AGpuTransportForWeightsOnTheCpuIsRefusedAtJoin) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("transport=nccl"));
 }
 
+// What a service sets its group's cuda_device from: its weights' device. Host tensors (every
+// service's today) give -1, so auto stays on the CPU transports and nccl / cuda_ipc are refused.
+TEST(WeightsCudaDeviceTest, WeightsInHostMemoryAreMinusOne) {
+  EXPECT_EQ(WeightsCudaDevice({}).value(), -1);
+  const TensorMap host = {{"a.weight", torch::zeros({2, 3})},
+                          {"b.weight", torch::zeros({4}, torch::kBFloat16)}};
+  EXPECT_EQ(WeightsCudaDevice(host).value(), -1);
+  GroupOptions options;
+  options.store_port = 1;
+  options.transport = Transport::kNccl;
+  options.cuda_device = WeightsCudaDevice(host).value();
+  EXPECT_THAT(std::string(options.Validate().message()),
+              AllOf(HasSubstr("transport=nccl"), HasSubstr("weights on the CPU")));
+}
+
 }  // namespace
 }  // namespace lockstep::weight_sync
