@@ -269,6 +269,18 @@ TEST_F(RunE2eTest, ConfigErrorStopsBeforeAnythingStarts) {
   EXPECT_TRUE(ProcessesMentioning((root_ / "bad").string()).empty());
 }
 
+// The services keep their weights in host memory, so a GPU transport stops the job when the
+// weight-sync group forms (before any step), naming the key and why, and leaves no service.
+TEST_F(RunE2eTest, GpuTransportForWeightsOnTheCpuStopsTheJobNamingTheKey) {
+  Outcome outcome = RunLockstep(Run("nccl", {"--set", "weight_sync.transport=nccl"}),
+                                root_ / "nccl.log", std::chrono::seconds(120));
+  EXPECT_NE(outcome.exit_code, 0);
+  EXPECT_NE(outcome.output.find("[weight_sync] transport = \"nccl\""), std::string::npos)
+      << outcome.output;
+  EXPECT_NE(outcome.output.find("weights on the CPU"), std::string::npos) << outcome.output;
+  EXPECT_TRUE(NoProcessWithin((root_ / "nccl").string(), std::chrono::seconds(10)));
+}
+
 TEST_F(RunE2eTest, RpcWithoutTheJobTokenIsRefused) {
   const fs::path model = root_ / "model";
   ASSERT_EQ(RunLockstep({"init-model", "--preset", "tiny", "--out", model.string()},
