@@ -277,9 +277,10 @@ RewardFigures ScoreBatch(std::shared_ptr<Executor> executor, int num_items, int 
   return figures;
 }
 
-std::unique_ptr<Sandbox> MakeSandbox(bool use_cgroups) {
+std::unique_ptr<Sandbox> MakeSandbox(bool use_cgroups, int warm_inits) {
   lockstep::sandbox::SandboxOptions options;
   options.use_cgroups = use_cgroups;
+  if (warm_inits >= 0) options.warm_inits = warm_inits;
   absl::StatusOr<std::unique_ptr<Sandbox>> sandbox = Sandbox::Create(options);
   if (!sandbox.ok()) {
     std::fprintf(stderr, "%s\n", sandbox.status().ToString().c_str());
@@ -295,6 +296,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   int runs = 200, warmup = 10, throughput_runs = 64, reward_items = 64, reward_tests = 5;
   int reward_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int warm_inits = -1;
   std::vector<int> concurrencies = {1, 2, 8};
   app.add_option("--json", json_path, "Also write the figures as JSON to this file");
   app.add_option("--runs", runs, "Interleaved bare/sandboxed pairs for the overhead")
@@ -310,15 +312,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--reward-threads", reward_threads, "Threads scoring the reward batch")
       ->capture_default_str();
+  app.add_option("--warm-inits", warm_inits,
+                 "Inits the sandboxes keep spawned ahead (SandboxOptions::warm_inits); -1: its "
+                 "default")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   nlohmann::json json;
   json["cpu_model"] = CpuModel();
   json["num_cpus"] = std::thread::hardware_concurrency();
   json["load_average_start"] = LoadAverage();
-  const std::unique_ptr<Sandbox> sandbox = MakeSandbox(true);
-  const std::unique_ptr<Sandbox> sandbox_no_cgroups = MakeSandbox(false);
+  const std::unique_ptr<Sandbox> sandbox = MakeSandbox(true, warm_inits);
+  const std::unique_ptr<Sandbox> sandbox_no_cgroups = MakeSandbox(false, warm_inits);
   json["cgroup"] = sandbox->isolation().cgroup.statement;
+  json["warm_inits"] =
+      warm_inits >= 0 ? warm_inits : lockstep::sandbox::SandboxOptions().warm_inits;
 
   const std::vector<std::string> python = {"/usr/bin/python3", "-c", "pass"};
   const std::vector<std::string> true_argv = {"/bin/true"};
