@@ -1,7 +1,7 @@
 // What a CUDA kernel launcher returns (model/kernels/*_cuda.h): OK, a shape or argument error
 // found before anything was launched, or the CUDA error of a launch. Plain C++ and the CUDA
 // runtime API, no LibTorch and no absl, so that the kernels compile with plain nvcc; the LibTorch
-// glue (cuda_ops.cc) turns a failed status into an absl::Status / c10::Error.
+// glue (torch_cuda_stream.h) turns a failed status into an absl::Status / c10::Error.
 //
 // Launchers are asynchronous: OK means the kernel was queued on the stream; a fault while it
 // runs surfaces at the next synchronizing call (cudaStreamSynchronize), as CUDA reports it.

@@ -54,6 +54,18 @@ void WithDeadline(Context* context, int seconds = 60) {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
 }
 
+// The join of a group {trainer 0, generators 1..kNumGenerators} named `name`, its store on a
+// free loopback port (rank and transport left to the caller).
+v1::JoinWeightSyncRequest GroupJoin(const std::string& name) {
+  v1::JoinWeightSyncRequest join;
+  join.set_store_host("127.0.0.1");
+  join.set_store_port(FreeLoopbackPort());
+  join.set_world_size(1 + kNumGenerators);
+  join.set_group_name(name);
+  join.set_timeout_ms(30000);
+  return join;
+}
+
 class TrainerGeneratorsSyncTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -150,12 +162,7 @@ TEST_F(TrainerGeneratorsSyncTest, AfterTrainStepAndSyncEveryGeneratorIsBitIdenti
   }
 
   // 1. Form the group {trainer 0, generators 1..2}, all three joins concurrently.
-  v1::JoinWeightSyncRequest join;
-  join.set_store_host("127.0.0.1");
-  join.set_store_port(FreeLoopbackPort());
-  join.set_world_size(1 + kNumGenerators);
-  join.set_group_name("processes-1");
-  join.set_timeout_ms(30000);
+  v1::JoinWeightSyncRequest join = GroupJoin("processes-1");
   join.set_bucket_bytes(int64_t{1} << 20);  // several buckets for the ~4 MB tiny model
   join.set_verify(true);
   std::vector<std::future<grpc::Status>> joins;
@@ -302,12 +309,7 @@ TEST_F(TrainerGeneratorsSyncTest, GpuTransportsAreRefusedForWeightsOnTheCpu) {
        {v1::WEIGHT_SYNC_TRANSPORT_NCCL, v1::WEIGHT_SYNC_TRANSPORT_CUDA_IPC}) {
     const std::string name =
         transport == v1::WEIGHT_SYNC_TRANSPORT_NCCL ? "transport=nccl" : "transport=cuda_ipc";
-    v1::JoinWeightSyncRequest join;
-    join.set_store_host("127.0.0.1");
-    join.set_store_port(FreeLoopbackPort());
-    join.set_world_size(1 + kNumGenerators);
-    join.set_group_name("gpu-refused");
-    join.set_timeout_ms(30000);
+    v1::JoinWeightSyncRequest join = GroupJoin("gpu-refused");
     join.set_transport(transport);
     for (int rank = 0; rank <= kNumGenerators; ++rank) {
       join.set_rank(rank);
