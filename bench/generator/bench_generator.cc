@@ -77,7 +77,8 @@ int64_t WorkloadBlocks(const Flags& flags) {
   const int64_t max_batch = *std::max_element(flags.batches.begin(), flags.batches.end());
   const int64_t per_sequence =
       (flags.prompt_len + flags.max_tokens + flags.block_size - 1) / flags.block_size;
-  return max_batch * per_sequence;
+  // The engine keeps one spare block for a lone sequence (copy-on-write), so batch 1 needs it.
+  return std::max(max_batch * per_sequence, per_sequence + 1);
 }
 
 // Seconds of one pass of every matrix product of a decode step at `batch` rows (the layers'

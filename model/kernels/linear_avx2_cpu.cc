@@ -58,8 +58,10 @@ LOCKSTEP_AVX2 void ChunkAvx2(const ChunkTile& t) {
         if constexpr (kPrefetch && NR > 1) {  // streaming W: the next tile's rows, into L2
           _mm_prefetch(reinterpret_cast<const char*>(w + (NR + j) * w_stride + k + 8 * h),
                        _MM_HINT_T1);
-        } else if constexpr (kPrefetch) {  // one column: one sequential stream, 1 KiB ahead
-          if (h == 0) _mm_prefetch(reinterpret_cast<const char*>(w + k + 256), _MM_HINT_T1);
+        } else if constexpr (kPrefetch) {  // one column: one sequential stream
+          if (h == 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(w + k + kStreamPrefetchFloats), _MM_HINT_T1);
+          }
         }
       }
 #pragma GCC unroll 16

@@ -38,9 +38,6 @@ LOCKSTEP_AVX512 inline __m512 Reduce16(const __m512* a) {
                        _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// Floats ahead of the current k that a one-column streaming tile prefetches (1 KiB).
-constexpr int64_t kStreamAhead = 256;
-
 template <int MR, int NR, bool kPrefetch>
 LOCKSTEP_AVX512 void ChunkAvx512(const ChunkTile& t) {
   constexpr int kCount = MR * NR;
@@ -75,8 +72,8 @@ LOCKSTEP_AVX512 void ChunkAvx512(const ChunkTile& t) {
         _mm_prefetch(reinterpret_cast<const char*>(w + (NR + j) * w_stride + k), _MM_HINT_T1);
       } else if constexpr (kPrefetch) {
         // One column: the weights are one sequential stream (rows are contiguous), fetched
-        // 1 KiB ahead, running on into the next row at a row's end.
-        _mm_prefetch(reinterpret_cast<const char*>(w + k + kStreamAhead), _MM_HINT_T1);
+        // kStreamPrefetchFloats ahead, running on into the next row at a row's end.
+        _mm_prefetch(reinterpret_cast<const char*>(w + k + kStreamPrefetchFloats), _MM_HINT_T1);
       }
     }
 #pragma GCC unroll 16

@@ -21,6 +21,14 @@ constexpr int kLanes = 16;   // chains per output (one zmm, two ymm)
 constexpr int kMaxRows = 8;  // rows of the largest register tile of any family
 constexpr int kMaxColumns = 12;
 
+// How far ahead of the current k a one-column streaming tile prefetches its weights (into L2):
+// W is then one sequential stream, and the lines in flight must cover memory's latency times
+// the bandwidth one core can draw. 8 KiB: at 1 KiB ahead a base-preset decode sweep at 1 row
+// reached 0.67-0.80 of a plain read on AMD EPYC Zen 5 (2 threads), at 4-8 KiB 0.83-0.95
+// (bench_linear_cold --rows 1). It is under 2% of the smallest L2 we have met (512 KiB, Zen 3),
+// so the prefetched lines are still there when the loads arrive.
+constexpr int64_t kStreamPrefetchFloats = 2048;
+
 struct ChunkTile {
   const float* x;    // first row of the chunk, k = chunk start; rows x_stride floats apart
   int64_t x_stride;  // a packed copy: 64-byte aligned rows
