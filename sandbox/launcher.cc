@@ -316,15 +316,27 @@ LaunchOutcome Collect(pid_t outer, Fd& out_read, Fd& err_read, Fd& report_read,
       }
     }
   }
-  int status = 0;
-  while (waitpid(outer, &status, 0) < 0 && errno == EINTR) {
+  if (ns_init_pidfd >= 0) {
+    // The run is over once the ns init is dead: the kernel empties its PID namespace before
+    // that. The outer init exits right after, tearing the run's other namespaces down; the
+    // caller reaps it (unreaped_init), so the result does not wait for that. A failure of the ns
+    // init reported itself (kError) or left a step unreported.
+    pollfd dead = {ns_init_pidfd, POLLIN, 0};
+    while (poll(&dead, 1, -1) < 0 && errno == EINTR) {
+    }
+    close(ns_init_pidfd);
+    outcome.unreaped_init = outer;
+  } else {
+    // The outer init ended before its ns init was known (or that one was reaped already).
+    int status = 0;
+    while (waitpid(outer, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (outcome.error.empty() && !killed && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+      outcome.error = absl::StrCat("sandbox init ended with status ", status);
+    }
   }
-  if (ns_init_pidfd >= 0) close(ns_init_pidfd);
   outcome.total_wall_ms =
       std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  if (outcome.error.empty() && !killed && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-    outcome.error = absl::StrCat("sandbox init ended with status ", status);
-  }
   return outcome;
 }
 

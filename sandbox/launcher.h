@@ -55,13 +55,16 @@ struct LaunchOutcome {
     std::string captured_output;
   };
   std::vector<Step> steps;       // one per finished step, in order
-  double total_wall_ms = 0;      // spawn to reap, as the launcher saw it
+  double total_wall_ms = 0;      // spawn to the ns init's end, as the launcher saw it
+  // The outer init, still to be reaped (waitpid) by the caller: its ns init, and with it every
+  // process of the run, is gone; it exits a moment later. -1 when it was reaped already.
+  pid_t unreaped_init = -1;
 };
 
 // Spawns `init_path` and runs `spec` to its end. Errors (Internal) only for failures of the
 // launcher itself (memfd, pipes, posix_spawn); failures inside the init come back in
 // LaunchOutcome::error. Thread-safe; blocks the calling thread until every process of the run
-// has exited. `net_namespace_fd` (>= 0, a root caller's only): a network namespace of the
+// has exited but the outer init (LaunchOutcome::unreaped_init: the caller reaps it). `net_namespace_fd` (>= 0, a root caller's only): a network namespace of the
 // host's root for this run alone (net_namespace_pool.h), which the init joins; -1: the init
 // makes a fresh one.
 absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec,

@@ -221,7 +221,19 @@ absl::StatusOr<ExecResult> Sandbox::Run(const ExecRequest& request) const {
   const CgroupLimits cgroup_limits = {.memory_bytes = (cgroup_memory_mb + work_dir_mb + 64) * kMiB,
                                       .max_processes = cgroup_processes + 2};
   std::optional<RunCgroup> cgroup;
+  // The run's network namespace: back to the pool after the outer init's reap.
+  NetNamespaceLease net_namespace;
   absl::StatusOr<LaunchOutcome> launched = absl::UnavailableError("no warm init");
+  // The outer init goes to the reaper when this returns, with the cgroups and the namespace.
+  struct HandOff {
+    InitReaper& reaper;
+    std::optional<RunCgroup>& cgroup;
+    NetNamespaceLease& net_namespace;
+    pid_t init = -1;
+    ~HandOff() {
+      if (init > 0) reaper.Add(init, std::move(cgroup), std::move(net_namespace));
+    }
+  } hand_off{*reaper_, cgroup, net_namespace};
   // A warm init (already in its fresh cgroups) if one is ready, else a cold start.
   if (std::optional<PooledInit> warm = pool_ != nullptr ? pool_->Take() : std::nullopt) {
     if (warm->cgroup.has_value()) {
@@ -232,10 +244,12 @@ absl::StatusOr<ExecResult> Sandbox::Run(const ExecRequest& request) const {
       cgroup.emplace(std::move(*warm->cgroup));
     }
     launched = LaunchWarm(warm->init, spec);
-    if (!launched.ok()) cgroup.reset();  // the init is gone (reaped): its cgroups go too
+    if (launched.ok()) {
+      net_namespace = std::move(warm->net_namespace);
+    } else {
+      cgroup.reset();  // the init is gone (reaped): its cgroups and namespace go too
+    }
   }
-  // A cold start's network namespace: back to the pool when this returns, after the init's reap.
-  NetNamespaceLease net_namespace;
   if (!launched.ok() && absl::IsUnavailable(launched.status())) {
     if (net_namespaces_ != nullptr) {
       absl::StatusOr<NetNamespaceLease> lease = net_namespaces_->Take();
@@ -258,6 +272,7 @@ absl::StatusOr<ExecResult> Sandbox::Run(const ExecRequest& request) const {
     return ExecResult{.verdict = Verdict::kSandboxError, .error = launched.status().ToString()};
   }
   LaunchOutcome& outcome = *launched;
+  hand_off.init = outcome.unreaped_init;
   ExecResult result;
   result.stdout_data = std::move(outcome.stdout_data);
   result.stderr_data = std::move(outcome.stderr_data);

@@ -25,6 +25,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/exec.h"
 #include "sandbox/executor.h"
+#include "sandbox/init_reaper.h"
 #include "sandbox/net_namespace_pool.h"
 #include "sandbox/warm_init_pool.h"
 
@@ -97,6 +98,9 @@ class Sandbox final : public Executor {
   LaunchSpec root_spec_;  // identity, binds and symlinks of every run (a warm init builds them)
   // Network namespaces of the host's root, reused run after run; null unless the caller is root.
   std::unique_ptr<NetNamespacePool> net_namespaces_;
+  // Reaps the runs' outer inits, then releases their cgroups and namespaces (leases of the pool
+  // above, so destroyed before it).
+  std::unique_ptr<InitReaper> reaper_ = std::make_unique<InitReaper>();
   // Last: destroyed first, ending the idle inits while the rest is alive. Null with warm_inits 0.
   std::unique_ptr<WarmInitPool> pool_;
 };

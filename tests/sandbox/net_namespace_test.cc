@@ -208,9 +208,10 @@ TEST_P(NetNamespaceTest, RunsOneAfterAnotherReuseANamespace) {
     ASSERT_FALSE(ns.empty());
     distinct.insert(ns);
   }
-  // Cold starts take the namespace the last run gave back; warm inits (2 idle, each spawned while
-  // the run before still holds its own) cycle through a few.
-  EXPECT_LE(distinct.size(), GetParam() ? 4u : 1u);
+  // Cold starts take a namespace an earlier run gave back (the run just before may still hold
+  // its own for the moment its outer init takes to exit, until the reaper has it); warm inits
+  // (2 idle, each spawned while the run before still holds its own) cycle through a few.
+  EXPECT_LE(distinct.size(), GetParam() ? 4u : 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Starts, NetNamespaceTest, ::testing::Values(true, false),

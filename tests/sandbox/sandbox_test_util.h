@@ -72,7 +72,7 @@ inline bool HostPathExists(const std::string& path) {
 // Whether host pid `pid` is a warm init's namespace init (waiting for its run, or ending): pid 1
 // of its own PID namespace (NSpid ends in 1) whose parent is a warm init. No process of a
 // finished run can be that: a run's PID namespace ends with its pid 1, and Run returns only once
-// the init above it has reaped that one and exited.
+// that one is dead (its outer init, which reaps it, exits a moment later).
 inline bool IsWarmNamespaceInit(const std::string& pid) {
   std::istringstream status(ReadHostFile("/proc/" + pid + "/status"));
   std::string parent;
@@ -138,8 +138,8 @@ inline bool DescendsFromUsThroughLiveAncestors(int pid) {
   return false;
 }
 
-// One pass over /proc: host pids of processes that run as `uid` in a PID namespace other than
-// ours, warm namespace inits and other processes' runs aside.
+// One pass over /proc: host pids of live processes that run as `uid` in a PID namespace other
+// than ours, warm namespace inits and other processes' runs aside.
 inline std::vector<int> ForeignNamespaceProcessesNow(uint32_t uid) {
   char own[64] = {};
   readlink("/proc/self/ns/pid", own, sizeof(own) - 1);
@@ -154,7 +154,9 @@ inline std::vector<int> ForeignNamespaceProcessesNow(uint32_t uid) {
     if (stat(base.c_str(), &st) != 0 || st.st_uid != uid) continue;
     char ns[64] = {};
     if (readlink((base + "/ns/pid").c_str(), ns, sizeof(ns) - 1) <= 0) continue;
-    if (std::string(ns) != own && !IsWarmNamespaceInit(entry->d_name) &&
+    // A zombie is dead and holds nothing: a finished run's pid 1 is one until its outer init,
+    // which Run does not wait for, reaps it (the kernel emptied its namespace before).
+    if (std::string(ns) != own && !IsExiting(pid) && !IsWarmNamespaceInit(entry->d_name) &&
         !IsAnotherProcessRun(entry->d_name)) {
       pids.push_back(pid);
     }
