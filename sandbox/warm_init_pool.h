@@ -27,8 +27,9 @@ namespace lockstep::sandbox {
 
 // A warm init, the run cgroups it joined (none without cgroup support) and the network namespace
 // it entered (a root caller's only; empty otherwise). The cgroups have no limits yet: set them
-// before LaunchWarm hands the init its run. Destroy it only once the init is reaped (LaunchWarm
-// or DiscardWarmInit): the namespace goes back to its pool then.
+// before LaunchWarm hands the init its run. Its cgroups and namespace are released only once
+// the init is reaped: by DiscardWarmInit or a failed LaunchWarm at once, after a run by the
+// Sandbox's InitReaper (they move there with the init).
 struct PooledInit {
   WarmInit init;
   std::optional<RunCgroup> cgroup;
