@@ -64,9 +64,9 @@ struct LaunchOutcome {
 // Spawns `init_path` and runs `spec` to its end. Errors (Internal) only for failures of the
 // launcher itself (memfd, pipes, posix_spawn); failures inside the init come back in
 // LaunchOutcome::error. Thread-safe; blocks the calling thread until every process of the run
-// has exited but the outer init (LaunchOutcome::unreaped_init: the caller reaps it). `net_namespace_fd` (>= 0, a root caller's only): a network namespace of the
-// host's root for this run alone (net_namespace_pool.h), which the init joins; -1: the init
-// makes a fresh one.
+// has exited but the outer init (LaunchOutcome::unreaped_init: the caller reaps it).
+// `net_namespace_fd` (>= 0, a root caller's only): a network namespace of the host's root for
+// this run alone (net_namespace_pool.h), which the init joins; -1: the init makes a fresh one.
 absl::StatusOr<LaunchOutcome> Launch(const std::string& init_path, const LaunchSpec& spec,
                                      int net_namespace_fd = -1);
 

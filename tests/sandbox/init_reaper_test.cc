@@ -10,8 +10,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -41,16 +39,10 @@ int ZombieChildren() {
   int zombies = 0;
   DIR* proc = opendir("/proc");
   while (dirent* entry = readdir(proc)) {
-    if (atoi(entry->d_name) <= 0) continue;
-    std::ifstream in(std::string("/proc/") + entry->d_name + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(stat.substr(close + 2));
-    char state = 0;
-    int parent = 0;
-    rest >> state >> parent;
-    if (state == 'Z' && parent == getpid()) ++zombies;
+    const int pid = atoi(entry->d_name);
+    if (pid > 0 && testing::ParentPid(entry->d_name) == getpid() && testing::IsExiting(pid)) {
+      ++zombies;
+    }
   }
   closedir(proc);
   return zombies;
