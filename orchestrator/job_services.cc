@@ -325,7 +325,8 @@ absl::StatusOr<bool> JobServices::AdvanceRestarts() {
     }
     if (absl::IsUnavailable(address.status())) {  // died while loading: again, within budget
       log_(std::string(address.status().message()));
-      std::optional<ChildExit> exit = supervisor_.WaitForExit(name, absl::ZeroDuration());
+      // Dead already; the wait only covers the observer still printing the exit.
+      std::optional<ChildExit> exit = supervisor_.WaitForExit(name, absl::Seconds(1));
       GeneratorDeath again = restart.death;  // timed from the first death
       if (exit.has_value()) again.how = exit->how;
       if (absl::Status s = ScheduleRestart(again); !s.ok()) return s;

@@ -89,6 +89,7 @@ absl::Status ProcessSupervisor::Spawn(Child& child) {
   child.pid = *pid;
   child.log_offset = log_offset;
   child.exited = false;
+  child.observed = false;
   child.wait_status = 0;
   watchers_.emplace_back(&ProcessSupervisor::Watch, this, child.spec.name, *pid);
   return absl::OkStatus();
@@ -110,12 +111,18 @@ void ProcessSupervisor::Watch(std::string name, pid_t pid) {
     child->exited = true;
     child->wait_status = status;
     child->exit_time = absl::Now();
-    if (stopping_) return;
+    if (stopping_) {
+      child->observed = true;
+      return;
+    }
     exit = ExitOf(*child);
     exits_.push_back(exit);
     observer = observer_;
   }
   if (observer) observer(exit);
+  absl::MutexLock lock(&mu_);
+  Child* child = Find(name);
+  if (child != nullptr && child->pid == pid) child->observed = true;
 }
 
 absl::StatusOr<pid_t> ProcessSupervisor::Start(const ChildSpec& spec) {
@@ -224,8 +231,8 @@ std::optional<ChildExit> ProcessSupervisor::WaitForExit(const std::string& name,
   absl::MutexLock lock(&mu_);
   Child* child = Find(name);
   if (child == nullptr) return std::nullopt;
-  mu_.AwaitWithTimeout(absl::Condition(&child->exited), timeout);
-  if (!child->exited) return std::nullopt;
+  mu_.AwaitWithTimeout(absl::Condition(&child->observed), timeout);
+  if (!child->observed) return std::nullopt;
   return ExitOf(*child);
 }
 

@@ -108,7 +108,8 @@ class ProcessSupervisor {
   // The exits since the last call, oldest first (each is reported once).
   std::vector<ChildExit> TakeExits();
 
-  // Waits up to `timeout` for child `name` to be dead; returns its exit, or nullopt if it still
+  // Waits up to `timeout` for child `name` to be dead and its exit handed to the observer (so an
+  // exit returned here has been observed and queued); returns its exit, or nullopt if it still
   // runs (or is unknown).
   std::optional<ChildExit> WaitForExit(const std::string& name, absl::Duration timeout);
 
@@ -128,6 +129,7 @@ class ProcessSupervisor {
     pid_t pid = -1;
     off_t log_offset = 0;  // log size at start: earlier lines belong to an earlier process
     bool exited = false;
+    bool observed = false;  // exited, and the observer has returned (or a stop skipped it)
     int wait_status = 0;
     absl::Time exit_time;
   };

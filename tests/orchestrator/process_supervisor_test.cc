@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <optional>
@@ -122,6 +123,26 @@ TEST(ProcessSupervisorTest, DeadServiceIsNamedByCheckAlive) {
   }
   EXPECT_THAT(alive.message(), HasSubstr("service generator0 was killed by signal 9"));
   EXPECT_THAT(alive.message(), HasSubstr("generator0.log"));
+}
+
+// WaitForExit returns only once the observer has returned: a caller that saw the exit may rely
+// on the observer's work (the job's "service … was killed" line) being done.
+TEST(ProcessSupervisorTest, WaitForExitReturnsAfterTheObserverHasRun) {
+  std::string dir = TempDir();
+  ProcessSupervisor supervisor;
+  std::atomic<bool> observer_done{false};
+  supervisor.SetExitObserver([&](const ChildExit&) {
+    absl::SleepFor(absl::Milliseconds(300));
+    observer_done = true;
+  });
+  absl::StatusOr<pid_t> pid =
+      supervisor.Start({.name = "sleeper", .argv = {"sleep", "1000"}, .log_path = dir + "/s.log"});
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_EQ(kill(*pid, SIGKILL), 0);
+  std::optional<ChildExit> exit = supervisor.WaitForExit("sleeper", absl::Seconds(10));
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(observer_done);
+  EXPECT_EQ(exit->how, "was killed by signal 9 (Killed)");
 }
 
 TEST(ProcessSupervisorTest, DeadChildIsReapedAndReportedAtOnce) {
