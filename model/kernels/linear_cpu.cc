@@ -17,17 +17,19 @@
 //   time, from L3 or memory once per panel). Without panels a training-sized x (4096 x 2048
 //   floats, 32 MiB) streamed from memory once per column block: its packing copies were 7% of a
 //   batch-invariant training step (bench_trainer, base).
-// - Inside a tile, MR rows of x are copied into a packed, 64-byte-aligned buffer one K chunk at a
-//   time, the chunk sized so those rows take half of L1 (rows K * 4 bytes apart alias in L1 when
-//   that is a multiple of 4 KiB, and 8 rows of K = 2048 do not fit L1 at all). The block's W rows
-//   stream from L2 past them.
+// - x is copied once per call and thread into a packed, 64-byte-aligned panel (PackedX: a row
+//   block the first time a tile needs it, all of K) and read from there by every tile. Inside a
+//   tile, K is cut into chunks sized so MR rows of a chunk take half of L1 (rows K * 4 bytes
+//   apart alias in L1 when that is a multiple of 4 KiB, and 8 rows of K = 2048 do not fit L1 at
+//   all); for each chunk the block's W rows stream from L2 past those rows.
 // - Decode-sized M (one row block): W streams from memory once and nothing reuses it, so the
 //   chunk is sized for the tile's rows in a quarter of L2 (stream_chunk_bytes), usually all of
 //   K: each weight row is then one long stream, read start to end, where L1-sized chunks broke it
 //   into pieces that the prefetchers started afresh (base decode matrices, 1 row, AMD Zen 4:
-//   17.6 -> 15.8 ms a sweep). The register tile is the ISA's streaming one. The 16 lane sums of each output are carried between chunks in a
-//   per-thread buffer, exactly: chunk boundaries are multiples of 16, so every chain runs over k
-//   in the same order as without chunks.
+//   17.6 -> 15.8 ms a sweep). The register tile is the ISA's streaming one.
+// - The 16 lane sums of each output are carried between chunks in a per-thread buffer, exactly:
+//   chunk boundaries are multiples of 16, so every chain runs over k in the same order as without
+//   chunks.
 // - The cache sizes come from the CPU (sysconf); SetLinearBlocking overrides them for tests.
 #include "model/kernels/linear_cpu.h"
 
@@ -39,6 +41,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "model/kernels/linear_microkernel.h"
 
@@ -180,6 +183,8 @@ Tiling ChooseTiling(int64_t rows, int64_t out_features, int64_t in_features) {
 
 struct TileRange {
   int64_t row_begin, row_end, column_begin, column_end;
+  int64_t panel, panel_row_begin;  // the row panel, and its first row
+  int64_t panel_rows;              // rows of the panel (the last panel may hold fewer)
 };
 
 // The rows and columns of tile `tile`: its panel, then row block fastest inside the panel.
@@ -195,6 +200,10 @@ TileRange TileAt(const Tiling& tiling, int64_t rows, int64_t out_features, int64
   range.row_end = std::min(rows, range.row_begin + tiling.row_block);
   range.column_begin = (local / panel_row_blocks) * tiling.column_block;
   range.column_end = std::min(out_features, range.column_begin + tiling.column_block);
+  range.panel = panel;
+  range.panel_row_begin = first_row_block * tiling.row_block;
+  range.panel_rows = std::min(rows, range.panel_row_begin + panel_row_blocks * tiling.row_block) -
+                     range.panel_row_begin;
   return range;
 }
 
@@ -225,14 +234,50 @@ class AlignedBuffer {
   int64_t capacity_ = 0;
 };
 
-// `x_packed`: set once the packed buffer holds every row of x in one chunk (decode-sized M,
-// where every tile has the same rows): later tiles of the same LinearTiles call skip the copy,
-// which at 8 rows was ~10% of a decode step's time (each tile copied x for 24 columns of W).
+// The rows of x one LinearTiles call has packed on this thread: the current row panel's rows,
+// all of K each, 64-byte-aligned, a multiple of 16 floats plus one cache line apart (rows a
+// multiple of 4 KiB apart would share L1 sets). A row block is copied the first time one of the
+// call's tiles needs it and read in place by every later tile: K chunks are windows into it.
+// x used to be copied per tile and K chunk, again for every column block of W: 2048 x 768 x 768
+// ran at 217-223 GFLOP/s and 2048 x 2048 x 768 at 166 that way, 234 and 203-204 now (1 thread,
+// AMD EPYC Zen 5); at decode sizes the per-tile copies were ~10% of a step at 8 rows.
+class PackedX {
+ public:
+  // Rows [range.row_begin, range.row_end) of x, packed; row i at Rows() + i * stride().
+  const float* Rows(const LinearProblem& p, const Tiling& tiling, const TileRange& range) {
+    const int64_t depth = p.in_features;
+    stride_ = (depth + kLanes - 1) / kLanes * kLanes + kLanes;
+    thread_local AlignedBuffer buffer;
+    thread_local std::vector<char> packed_row_blocks;
+    float* const panel = buffer.Get(range.panel_rows * stride_);
+    if (range.panel != panel_) {  // a new panel: nothing of it packed yet
+      panel_ = range.panel;
+      packed_row_blocks.assign(tiling.panel_row_blocks, 0);
+    }
+    const int64_t first = range.row_begin - range.panel_row_begin;
+    char& packed = packed_row_blocks[first / tiling.row_block];
+    if (!packed) {
+      for (int64_t row = range.row_begin; row < range.row_end; ++row) {
+        std::memcpy(panel + (row - range.panel_row_begin) * stride_, p.x + row * p.x_stride,
+                    depth * sizeof(float));
+      }
+      packed = 1;
+    }
+    return panel + first * stride_;
+  }
+  int64_t stride() const { return stride_; }
+
+ private:
+  int64_t panel_ = -1;
+  int64_t stride_ = 0;
+};
+
 void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, int64_t tile,
-                 bool* x_packed) {
-  thread_local AlignedBuffer packed_x, partials;
-  const auto [row_begin, row_end, column_begin, column_end] =
-      TileAt(tiling, p.rows, p.out_features, tile);
+                 PackedX* packed_x) {
+  thread_local AlignedBuffer partials;
+  const TileRange range = TileAt(tiling, p.rows, p.out_features, tile);
+  const int64_t row_begin = range.row_begin, row_end = range.row_end;
+  const int64_t column_begin = range.column_begin, column_end = range.column_end;
   const int64_t depth = p.in_features;
   // One row block streams each W column block from memory once; several reuse it from L2.
   const bool streaming = tiling.num_row_blocks == 1;
@@ -242,19 +287,13 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
                 : ChunkLength(Blocking().x_chunk_bytes.load(std::memory_order_relaxed),
                               isa.main_rows, depth);
   const int64_t num_chunks = std::max<int64_t>((depth + chunk - 1) / chunk, 1);
-  // One cache line past the chunk: packed rows a multiple of 4 KiB apart would share L1 sets.
-  const int64_t x_stride = chunk + kLanes;
-  // Decode-sized M in one chunk: all of the tile's rows (<= kSmallRows) packed side by side.
-  const bool pack_once = streaming && num_chunks == 1;
-  const int64_t packed_rows = pack_once ? row_end - row_begin : isa.main_rows;
-  float* const packed = packed_x.Get(std::max<int64_t>(packed_rows, isa.main_rows) * x_stride);
-  const bool copy_x = !(pack_once && *x_packed);
-  *x_packed = pack_once;
+  const float* const x = packed_x->Rows(p, tiling, range);
+  const int64_t x_stride = packed_x->stride();
   ChunkTile t;
   t.x_stride = x_stride;
   t.w_stride = depth;
   t.partial_stride = tiling.column_block;
-  t.partial = num_chunks > 1 ? partials.Get(isa.main_rows * tiling.column_block * kLanes) : packed;
+  t.partial = num_chunks > 1 ? partials.Get(isa.main_rows * tiling.column_block * kLanes) : nullptr;
   t.y_stride = p.y_stride;
   const linear_internal::KernelTable& table = streaming ? *isa.streaming_table : *isa.table;
   const std::array<int, linear_internal::kMaxRows + 1>& columns_for_rows =
@@ -264,17 +303,14 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
   for (int64_t row = row_begin; row < row_end; row += isa.main_rows) {
     const int rows = static_cast<int>(std::min<int64_t>(isa.main_rows, row_end - row));
     const int width = columns_for_rows[rows];
-    float* const xp = pack_once ? packed + (row - row_begin) * x_stride : packed;
-    t.x = xp;
+    const float* const xp = x + (row - row_begin) * x_stride;
     float* const partial_base = t.partial;
     for (int64_t c = 0; c < num_chunks; ++c) {
       const int64_t k0 = c * chunk;
+      t.x = xp + k0;
       t.length = std::min(chunk, depth - k0);
       t.first = c == 0;
       t.last = c == num_chunks - 1;
-      for (int i = 0; copy_x && i < rows; ++i) {
-        std::memcpy(xp + i * x_stride, p.x + (row + i) * p.x_stride + k0, t.length * sizeof(float));
-      }
       for (int64_t column = column_begin; column < column_end; column += width) {
         const int columns = static_cast<int>(std::min<int64_t>(width, column_end - column));
         t.w = p.weight + column * depth + k0;
@@ -305,9 +341,9 @@ bool LinearTilesWithKernel(LinearKernel kernel, const LinearProblem& problem, in
   if (Empty(problem)) return true;
   const Tiling tiling = ChooseTiling(problem.rows, problem.out_features, problem.in_features);
   tile_end = std::min(tile_end, tiling.num_row_blocks * tiling.num_column_blocks);
-  bool x_packed = false;
+  PackedX packed_x;
   for (int64_t tile = std::max<int64_t>(tile_begin, 0); tile < tile_end; ++tile)
-    ComputeTile(*isa, problem, tiling, tile, &x_packed);
+    ComputeTile(*isa, problem, tiling, tile, &packed_x);
   return true;
 }
 

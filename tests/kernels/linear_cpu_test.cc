@@ -256,28 +256,44 @@ TEST(LinearCpuTest, RowAloneEqualsRowInsideAnyBatch) {
   }
 }
 
-// Tile ranges split any way, in any order, give the bits of one call.
+// Tile ranges split any way, in any order, give the bits of one call: also with row panels of
+// one or two row blocks, where a range starts inside a panel and runs on into the next (each
+// call packs the rows of x it needs, panel by panel).
 TEST(LinearCpuTest, AnySplitOfTheTileRangeGivesTheSameBits) {
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1000},
-                      {8, 1024},
-                      {100, 500},
-                      {512, 96}}) {
-    Case c(m, 256, n);
-    const std::vector<float> whole = c.Run();
-    LinearProblem p = c.Problem();
-    const int64_t num_tiles = NumLinearTiles(p);
-    ASSERT_GT(num_tiles, 0);
+  for (const int64_t panel_bytes : {int64_t{0}, int64_t{2 * 64 * 256 * 4}, int64_t{4}}) {
+    LinearBlocking blocking;
+    blocking.row_panel_bytes = panel_bytes;
+    SetLinearBlocking(blocking);
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1000},
+                        {8, 1024},
+                        {100, 500},
+                        {300, 200},
+                        {512, 96}}) {
+      Case c(m, 256, n);
+      const std::vector<float> whole = c.Run();
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; j += 37) {
+          ASSERT_TRUE(SameBits(c.Output(i, j), ChainReference(c, i, j)))
+              << "M=" << m << " panel bytes " << panel_bytes << " (" << i << ", " << j << ")";
+        }
+      }
+      LinearProblem p = c.Problem();
+      const int64_t num_tiles = NumLinearTiles(p);
+      ASSERT_GT(num_tiles, 0);
 
-    std::fill(c.y.begin(), c.y.end(), NAN);
-    for (int64_t t = num_tiles - 1; t >= 0; --t) LinearTiles(p, t, t + 1);
-    EXPECT_EQ(CountDifferentBits(whole, c.y), 0) << "reverse, M=" << m;
+      std::fill(c.y.begin(), c.y.end(), NAN);
+      for (int64_t t = num_tiles - 1; t >= 0; --t) LinearTiles(p, t, t + 1);
+      EXPECT_EQ(CountDifferentBits(whole, c.y), 0) << "reverse, M=" << m;
 
-    std::fill(c.y.begin(), c.y.end(), NAN);
-    const int64_t mid = num_tiles / 3;
-    LinearTiles(p, mid, num_tiles);
-    LinearTiles(p, 0, mid);
-    EXPECT_EQ(CountDifferentBits(whole, c.y), 0) << "two ranges, M=" << m;
+      std::fill(c.y.begin(), c.y.end(), NAN);
+      const int64_t mid = num_tiles / 3;
+      LinearTiles(p, mid, num_tiles);
+      LinearTiles(p, 0, mid);
+      EXPECT_EQ(CountDifferentBits(whole, c.y), 0)
+          << "two ranges, M=" << m << " panel bytes " << panel_bytes;
+    }
   }
+  SetLinearBlocking(LinearBlocking());
 }
 
 // With row panels of one row block, of two (the last panel shorter) or of all rows.
