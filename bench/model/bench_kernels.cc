@@ -114,9 +114,11 @@ int main(int argc, char** argv) {
   SetComputeThreads(threads);
   const std::string cpu = CpuModelName();
   const std::string linear_variant = kernels::LinearKernelDescription();
-  std::printf("bench_kernels: %s, %d threads\n  fixed-order linear: %s\n", cpu.c_str(),
-              torch::get_num_threads(), linear_variant.c_str());
+  const std::string blas = StockBlasName();
+  std::printf("bench_kernels: %s, %d threads\n  fixed-order linear: %s\n  stock BLAS: %s\n",
+              cpu.c_str(), torch::get_num_threads(), linear_variant.c_str(), blas.c_str());
   nlohmann::json json = {{"cpu_model", cpu},
+                         {"stock_blas", blas},
                          {"threads", torch::get_num_threads()},
                          {"linear_kernel", kernels::LinearKernelName()},
                          {"linear_kernel_variant", linear_variant}};

@@ -1,7 +1,11 @@
 #include "bench/model/throughput.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+
+// Weak: resolved where LibTorch runs on OpenBLAS (Debian's), null under another BLAS.
+extern "C" char* openblas_get_corename(void) __attribute__((weak));
 
 namespace lockstep::bench {
 namespace {
@@ -33,6 +37,15 @@ std::string CpuModelName() {
     return colon == std::string::npos ? line : line.substr(colon + 2);
   }
   return "unknown";
+}
+
+std::string StockBlasName() {
+  if (openblas_get_corename == nullptr) return "not OpenBLAS";
+  std::string name = std::string("OpenBLAS ") + openblas_get_corename();
+  if (const char* forced = std::getenv("OPENBLAS_CORETYPE"); forced != nullptr) {
+    name += std::string(" (OPENBLAS_CORETYPE=") + forced + ")";
+  }
+  return name;
 }
 
 double BlasGflops(double seconds) {

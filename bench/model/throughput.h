@@ -18,6 +18,12 @@ double TimePerCall(const std::function<void()>& body, double seconds);
 // bench prints is a figure of this machine.
 std::string CpuModelName();
 
+// The BLAS that stock LibTorch runs on, for the same record: "OpenBLAS <core>" (the kernels it
+// picked), with the OPENBLAS_CORETYPE override where the environment sets one, or "not
+// OpenBLAS". An environment can force a narrower core than the CPU's: OPENBLAS_CORETYPE=Haswell
+// made OpenBLAS 0.3.21 run its AVX2 kernels on an AVX-512 Zen 5, which picks Cooperlake alone.
+std::string StockBlasName();
+
 // GFLOP/s of a [512 x 1024] x [1024 x 1024] LibTorch matmul (the BLAS reference figure).
 double BlasGflops(double seconds);
 

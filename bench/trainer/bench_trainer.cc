@@ -175,6 +175,8 @@ int Main(int argc, char** argv) {
       ActiveParameters(*config) / 1e6, static_cast<long long>(tokens),
       static_cast<long long>(micro_batch_tokens / seq_len), static_cast<long long>(seq_len),
       torch::get_num_threads());
+  const std::string cpu = CpuModelName(), stock_blas = StockBlasName();
+  std::printf("  CPU: %s | stock BLAS: %s\n", cpu.c_str(), stock_blas.c_str());
   const double blas = BlasGflops(blas_seconds);
   std::printf("  %-40s %12.1f\n", "blas_gflops (512x1024x1024 matmul)", blas);
   std::fflush(stdout);
@@ -213,6 +215,8 @@ int Main(int argc, char** argv) {
   if (!json_path.empty()) {
     nlohmann::json json = {{"preset", preset},
                            {"arch", arch_name},
+                           {"cpu_model", cpu},
+                           {"stock_blas", stock_blas},
                            {"parameters", config->NumParameters()},
                            {"active_parameters", ActiveParameters(*config)},
                            {"threads", torch::get_num_threads()},
