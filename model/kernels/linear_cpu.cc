@@ -243,10 +243,11 @@ class AlignedBuffer {
 // AMD EPYC Zen 5); at decode sizes the per-tile copies were ~10% of a step at 8 rows.
 class PackedX {
  public:
+  explicit PackedX(int64_t depth) : stride_((depth + kLanes - 1) / kLanes * kLanes + kLanes) {}
+
   // Rows [range.row_begin, range.row_end) of x, packed; row i at Rows() + i * stride().
   const float* Rows(const LinearProblem& p, const Tiling& tiling, const TileRange& range) {
     const int64_t depth = p.in_features;
-    stride_ = (depth + kLanes - 1) / kLanes * kLanes + kLanes;
     thread_local AlignedBuffer buffer;
     thread_local std::vector<char> packed_row_blocks;
     float* const panel = buffer.Get(range.panel_rows * stride_);
@@ -268,8 +269,8 @@ class PackedX {
   int64_t stride() const { return stride_; }
 
  private:
+  const int64_t stride_;
   int64_t panel_ = -1;
-  int64_t stride_ = 0;
 };
 
 void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, int64_t tile,
@@ -341,7 +342,7 @@ bool LinearTilesWithKernel(LinearKernel kernel, const LinearProblem& problem, in
   if (Empty(problem)) return true;
   const Tiling tiling = ChooseTiling(problem.rows, problem.out_features, problem.in_features);
   tile_end = std::min(tile_end, tiling.num_row_blocks * tiling.num_column_blocks);
-  PackedX packed_x;
+  PackedX packed_x(problem.in_features);
   for (int64_t tile = std::max<int64_t>(tile_begin, 0); tile < tile_end; ++tile)
     ComputeTile(*isa, problem, tiling, tile, &packed_x);
   return true;
