@@ -241,13 +241,18 @@ absl::Status MakeRunDescriptors(const LaunchSpec& spec, bool warm, RunDescriptor
 }
 
 // Collects the run of the init `outer` (started at `start`) to its end: output up to the cap,
-// the report, the backstop deadline, the reap.
+// the report, the backstop deadline, the reap. The run ends when its ns init is dead (or the outer
+// init, before the ns init is known), not when its pipes close: a process outside the run that
+// forked while one of their write ends was open in this process (a fork that never execs keeps
+// even close-on-exec descriptors) holds it open past the run.
 LaunchOutcome Collect(pid_t outer, Fd& out_read, Fd& err_read, Fd& report_read,
                       const LaunchSpec& spec, Clock::time_point start) {
   LaunchOutcome outcome;
   std::string report_buffer;
-  int ns_init_pidfd = -1;
+  Fd outer_pidfd(static_cast<int>(syscall(SYS_pidfd_open, outer, 0)));
+  Fd ns_init_pidfd;
   bool killed = false;
+  bool dead = false;
   // Ends the run: the ns init's death empties the PID namespace before the outer process, which
   // waits for it, can exit.
   auto kill_run = [&] {
@@ -255,8 +260,8 @@ LaunchOutcome Collect(pid_t outer, Fd& out_read, Fd& err_read, Fd& report_read,
     killed = true;
     // Not the outer process too: it must live to reap the ns init, which happens only once the
     // namespace is empty. Before the ns init exists, the outer process is all there is.
-    if (ns_init_pidfd < 0 ||
-        syscall(SYS_pidfd_send_signal, ns_init_pidfd, SIGKILL, nullptr, 0) != 0) {
+    if (ns_init_pidfd.get() < 0 ||
+        syscall(SYS_pidfd_send_signal, ns_init_pidfd.get(), SIGKILL, nullptr, 0) != 0) {
       kill(outer, SIGKILL);
     }
   };
@@ -271,14 +276,45 @@ LaunchOutcome Collect(pid_t outer, Fd& out_read, Fd& err_read, Fd& report_read,
                        {&report_read, &report_buffer}};
   const size_t cap = static_cast<size_t>(spec.max_output_bytes);
   char chunk[65536];
-  while (streams[0].open || streams[1].open || streams[2].open) {
-    pollfd fds[3];
+  // One read of a stream that poll found ready.
+  auto read_stream = [&](int i) {
+    Stream& stream = streams[i];
+    const ssize_t n = read(stream.fd->get(), chunk, sizeof(chunk));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+      stream.open = false;
+      return;
+    }
+    if (n < 0) return;
+    if (i == 2) {
+      stream.data->append(chunk, static_cast<size_t>(n));
+      const pid_t pid = ParseReport(&report_buffer, &outcome);
+      if (pid > 0 && ns_init_pidfd.get() < 0) {
+        ns_init_pidfd = Fd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+      }
+      return;
+    }
+    const size_t room = cap > stream.data->size() ? cap - stream.data->size() : 0;
+    stream.data->append(chunk, std::min(room, static_cast<size_t>(n)));
+    if (static_cast<size_t>(n) > room) {
+      outcome.output_limit = true;
+      if (!dead) kill_run();
+    }
+  };
+  while (!dead) {
+    // Without a pidfd (a kernel before 5.3), the end of the output is the end of the run.
+    const int watched = ns_init_pidfd.get() >= 0 ? ns_init_pidfd.get() : outer_pidfd.get();
+    pollfd fds[4];
     int count = 0;
-    int index[3];
+    int index[4];
     for (int i = 0; i < 3; ++i) {
       if (!streams[i].open) continue;
       fds[count] = {streams[i].fd->get(), POLLIN, 0};
       index[count++] = i;
+    }
+    if (watched < 0 && count == 0) break;
+    if (watched >= 0) {
+      fds[count] = {watched, POLLIN, 0};
+      index[count++] = -1;
     }
     const auto now = Clock::now();
     if (now >= deadline && !killed) {
@@ -293,38 +329,31 @@ LaunchOutcome Collect(pid_t outer, Fd& out_read, Fd& err_read, Fd& report_read,
     if (ready < 0 && errno != EINTR) break;
     for (int k = 0; k < count && ready > 0; ++k) {
       if (fds[k].revents == 0) continue;
-      Stream& stream = streams[index[k]];
-      const ssize_t n = read(stream.fd->get(), chunk, sizeof(chunk));
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        stream.open = false;
-        continue;
-      }
-      if (n < 0) continue;
-      if (index[k] == 2) {
-        stream.data->append(chunk, static_cast<size_t>(n));
-        const pid_t pid = ParseReport(&report_buffer, &outcome);
-        if (pid > 0 && ns_init_pidfd < 0) {
-          ns_init_pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-        }
-        continue;
-      }
-      const size_t room = cap > stream.data->size() ? cap - stream.data->size() : 0;
-      stream.data->append(chunk, std::min(room, static_cast<size_t>(n)));
-      if (static_cast<size_t>(n) > room && !killed) {
-        outcome.output_limit = true;
-        kill_run();
+      if (index[k] < 0) {
+        dead = true;
+      } else {
+        read_stream(index[k]);
       }
     }
   }
-  if (ns_init_pidfd >= 0) {
+  // Dead: what the run wrote is in the pipes already; read it without waiting for their end.
+  for (int i = 0; dead && i < 3; ++i) {
+    while (streams[i].open) {
+      pollfd ready = {streams[i].fd->get(), POLLIN, 0};
+      if (poll(&ready, 1, 0) != 1) break;
+      read_stream(i);
+    }
+  }
+  if (ns_init_pidfd.get() >= 0) {
     // The run is over once the ns init is dead: the kernel empties its PID namespace before
     // that. The outer init exits right after, tearing the run's other namespaces down; the
     // caller reaps it (unreaped_init), so the result does not wait for that. A failure of the ns
     // init reported itself (kError) or left a step unreported.
-    pollfd dead = {ns_init_pidfd, POLLIN, 0};
-    while (poll(&dead, 1, -1) < 0 && errno == EINTR) {
+    // One learnt only after a kill went to the outer init is ended here.
+    if (killed) syscall(SYS_pidfd_send_signal, ns_init_pidfd.get(), SIGKILL, nullptr, 0);
+    pollfd gone = {ns_init_pidfd.get(), POLLIN, 0};
+    while (poll(&gone, 1, -1) < 0 && errno == EINTR) {
     }
-    close(ns_init_pidfd);
     outcome.unreaped_init = outer;
   } else {
     // The outer init ended before its ns init was known (or that one was reaped already).
@@ -397,7 +426,10 @@ absl::StatusOr<WarmInit> SpawnWarmInit(const std::string& init_path,
 
 void DiscardWarmInit(WarmInit* warm) {
   if (warm->pid <= 0) return;
-  close(warm->socket);  // the init reads end-of-file and exits
+  // The init reads end-of-file and exits; shutdown, not just close, as a copy of our end may
+  // live on in a process forked meanwhile.
+  shutdown(warm->socket, SHUT_RDWR);
+  close(warm->socket);
   close(warm->report_read);
   while (waitpid(warm->pid, nullptr, 0) < 0 && errno == EINTR) {
   }
