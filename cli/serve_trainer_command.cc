@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/cli_util.h"
+#include "common/openmp_wait.h"
 #include "cli/commands.h"
 #include "cli/serve_util.h"
 #include "trainer/data_parallel.h"
@@ -106,9 +107,11 @@ absl::Status RunServeTrainer(ServeTrainerFlags flags) {
   service_options.auth_token = *token;
   trainer::TrainerService service(trainer->get(), service_options);
   std::printf(
-      "trainer: %s, %.1fM parameters, mode %s, %d threads, step %lld, weight version %lld%s%s\n",
+      "trainer: %s, %.1fM parameters, mode %s, %d threads (OpenMP wait: %s), step %lld, "
+      "weight version %lld%s%s\n",
       flags.run.model_dir.c_str(), (*model)->config().NumParameters() / 1e6,
       NumericModeName(options->mode), static_cast<int>(torch::get_num_threads()),
+      OpenMpWaitPolicy().c_str(),
       static_cast<long long>((*trainer)->step()),
       static_cast<long long>((*trainer)->weight_version()),
       flags.resume.empty() ? "" : ", resumed from ", (*trainer)->resumed_from().c_str());

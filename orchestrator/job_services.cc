@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/free_port.h"
+#include "common/openmp_wait.h"
 #include "orchestrator/weight_sync_driver.h"
 
 namespace lockstep::orchestrator {
@@ -45,7 +46,8 @@ absl::Status JobServices::Start(const ServiceLaunch& launch, const Log& log) {
   };
   if (config_.trainer.address.empty()) {
     std::vector<std::string> argv = TrainerArgv(launch.resume_checkpoint);
-    absl::StatusOr<pid_t> pid = supervisor_.Start({"trainer", argv, {}, log_path("trainer")});
+    absl::StatusOr<pid_t> pid =
+        supervisor_.Start({"trainer", argv, TrainingOpenMpEnvironment(), log_path("trainer")});
     if (!pid.ok()) return pid.status();
   }
   std::vector<std::string> generator_names;

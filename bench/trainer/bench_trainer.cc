@@ -8,8 +8,10 @@
 // counting a Qwen3-MoE's active parameters (each token's k experts, the whole router).
 // JSON keys: tokens_per_s_fast, tokens_per_s_batch_invariant, gflops_*, blas_gflops, bi_vs_fast
 // (batch-invariant / fast tokens per second), mfu_vs_blas (fast-mode GFLOP/s / BLAS GFLOP/s)
-// and mfu_vs_blas_batch_invariant.
+// and mfu_vs_blas_batch_invariant, omp_wait_policy (it runs with the trainer service's policy,
+// common/openmp_wait.h, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set).
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +23,7 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/model/throughput.h"
+#include "common/openmp_wait.h"
 #include "model/checkpoint.h"
 #include "model/compute_threads.h"
 #include "nlohmann/json.hpp"
@@ -156,6 +159,13 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"both", "fast", "batch_invariant"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  // Run as the orchestrator runs the trainer service: with TrainingOpenMpEnvironment() (libgomp
+  // reads it only when it loads, hence an exec of this same program; set OMP_WAIT_POLICY or
+  // GOMP_SPINCOUNT to time another policy). Should the exec fail, the output names the policy.
+  if (const auto env = TrainingOpenMpEnvironment(); !env.empty()) {
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
+    execv("/proc/self/exe", argv);
+  }
   SetComputeThreads(threads);  // both pools: fast mode's sgemm and our kernels on the same count
   if (seq_len <= 0 || micro_batch_tokens < seq_len) {
     std::fprintf(stderr, "error: need 0 < --seq <= --micro-batch-tokens\n");
@@ -176,7 +186,9 @@ int Main(int argc, char** argv) {
       static_cast<long long>(micro_batch_tokens / seq_len), static_cast<long long>(seq_len),
       torch::get_num_threads());
   const std::string cpu = CpuModelName(), stock_blas = StockBlasName();
-  std::printf("  CPU: %s | stock BLAS: %s\n", cpu.c_str(), stock_blas.c_str());
+  const std::string omp_wait = OpenMpWaitPolicy();
+  std::printf("  CPU: %s | stock BLAS: %s | OpenMP wait: %s\n", cpu.c_str(), stock_blas.c_str(),
+              omp_wait.c_str());
   const double blas = BlasGflops(blas_seconds);
   std::printf("  %-40s %12.1f\n", "blas_gflops (512x1024x1024 matmul)", blas);
   std::fflush(stdout);
@@ -217,6 +229,7 @@ int Main(int argc, char** argv) {
                            {"arch", arch_name},
                            {"cpu_model", cpu},
                            {"stock_blas", stock_blas},
+                           {"omp_wait_policy", omp_wait},
                            {"parameters", config->NumParameters()},
                            {"active_parameters", ActiveParameters(*config)},
                            {"threads", torch::get_num_threads()},

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,17 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
     EXPECT_GT(record["time"]["sync"].get<double>(), 0.0);
   }
   EXPECT_EQ(lines, 4);
+  // The trainer service waits passively between OpenMP regions (common/openmp_wait.h) unless
+  // this environment chose a policy, which passes on.
+  std::string policy;
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
+    if (const char* value = std::getenv(name)) {
+      policy += (policy.empty() ? "" : " ") + std::string(name) + "=" + value;
+    }
+  }
+  if (policy.empty()) policy = "OMP_WAIT_POLICY=PASSIVE";
+  const std::string trainer_log = ReadFile(root_ / "full" / "logs" / "trainer.log");
+  EXPECT_NE(trainer_log.find("(OpenMP wait: " + policy + ")"), std::string::npos) << trainer_log;
 
   // Interrupted after 2 steps, then resumed to 4.
   Outcome first = RunLockstep(Run("split", {"--set", "job.steps=2"}), root_ / "split1.log");
