@@ -169,9 +169,9 @@ int RunWorker(const Flags& flags, const ModelConfig& config) {
                          {"kv_blocks", (*engine)->block_manager().num_blocks()}};
   const int threads = static_cast<int>(torch::get_num_threads());
   for (int64_t batch : flags.batches) {
-    // The memory floor just before and just after the run: on a VM the bandwidth this moment's
-    // placement gets can change between runs (2 vCPUs of an EPYC read 33-35 GB/s on one CCD
-    // and 55-57 GB/s on two), so a floor measured at another time is another machine's.
+    // The memory floor just before and just after the run: on a VM the bandwidth the guest gets
+    // can change between runs (a 2-vCPU AMD EPYC guest read 33-36 or 55-62 GB/s, minute to
+    // minute), so a floor read at another moment is another machine's.
     const double floor_before = WeightStreamSeconds(*model, threads);
     absl::StatusOr<WorkloadResult> result =
         RunDecodeWorkload(**engine, batch, flags.prompt_len, flags.max_tokens, config.vocab_size);
@@ -458,7 +458,6 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   const double roofline_vs_python = json["roofline_decode_tokens_per_s" + rb].get<double>() /
                                     rate("python", "decode_tokens_per_s");
   json["roofline_vs_python" + rb] = roofline_vs_python;
-
   json["peak_rss_mb"] = peak;
   json["peak_rss_mb_fast"] = peak_fast;
   json["peak_rss_mb_batch_invariant"] = peak_invariant;

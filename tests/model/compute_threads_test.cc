@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <string>
 
+#include "tests/support/scoped_env.h"
 #include "tests/support/scoped_thread_count.h"
 
 namespace lockstep {
@@ -63,19 +63,7 @@ TEST(AvailablePhysicalCoresTest, AtLeastOneAndAtMostTheAffinityMask) {
   EXPECT_LE(cores, CPU_COUNT(&set));
 }
 
-// Sets or unsets one environment variable for the test's scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value != nullptr ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test_support::ScopedEnv;
 
 class DefaultComputeThreadsTest : public ::testing::Test {
  protected:
