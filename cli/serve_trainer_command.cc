@@ -107,7 +107,7 @@ absl::Status RunServeTrainer(ServeTrainerFlags flags) {
   service_options.auth_token = *token;
   trainer::TrainerService service(trainer->get(), service_options);
   std::printf(
-      "trainer: %s, %.1fM parameters, mode %s, %d threads (OpenMP wait: %s), step %lld, "
+      "trainer: %s, %.1fM parameters, mode %s, %d threads, OpenMP wait: %s, step %lld, "
       "weight version %lld%s%s\n",
       flags.run.model_dir.c_str(), (*model)->config().NumParameters() / 1e6,
       NumericModeName(options->mode), static_cast<int>(torch::get_num_threads()),

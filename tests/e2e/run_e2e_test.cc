@@ -159,7 +159,7 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
   }
   if (policy.empty()) policy = "OMP_WAIT_POLICY=PASSIVE";
   const std::string trainer_log = ReadFile(root_ / "full" / "logs" / "trainer.log");
-  EXPECT_NE(trainer_log.find("(OpenMP wait: " + policy + ")"), std::string::npos) << trainer_log;
+  EXPECT_NE(trainer_log.find(", OpenMP wait: " + policy + ", "), std::string::npos) << trainer_log;
 
   // Interrupted after 2 steps, then resumed to 4.
   Outcome first = RunLockstep(Run("split", {"--set", "job.steps=2"}), root_ / "split1.log");
