@@ -500,7 +500,7 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
     for (int64_t batch : flags.batches) {
       std::printf(" %10.3f", json[absl::StrCat(mode, "_vs_roofline_b", batch)].get<double>());
     }
-    std::printf("\n    %-38s", absl::StrCat("  floor GB/s before / after").c_str());
+    std::printf("\n    %-38s", "  floor GB/s before / after");
     for (int64_t batch : flags.batches) {
       std::printf(" %10s",
                   absl::StrFormat("%.0f/%.0f",

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/openmp_wait.h"
 #include "gtest/gtest.h"
 #include "tests/support/run_lockstep.h"
 #include "nlohmann/json.hpp"
@@ -151,13 +151,8 @@ TEST_F(RunE2eTest, TrainsWithExactParityAndResumesBitIdentically) {
   EXPECT_EQ(lines, 4);
   // The trainer service waits passively between OpenMP regions (common/openmp_wait.h) unless
   // this environment chose a policy, which passes on.
-  std::string policy;
-  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"}) {
-    if (const char* value = std::getenv(name)) {
-      policy += (policy.empty() ? "" : " ") + std::string(name) + "=" + value;
-    }
-  }
-  if (policy.empty()) policy = "OMP_WAIT_POLICY=PASSIVE";
+  const std::string policy =
+      TrainingOpenMpEnvironment().empty() ? OpenMpWaitPolicy() : "OMP_WAIT_POLICY=PASSIVE";
   const std::string trainer_log = ReadFile(root_ / "full" / "logs" / "trainer.log");
   EXPECT_NE(trainer_log.find(", OpenMP wait: " + policy + ", "), std::string::npos) << trainer_log;
 
