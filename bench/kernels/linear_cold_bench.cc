@@ -6,12 +6,16 @@
 // The weights are the matrices of one decode step of the base preset (Qwen3, hidden 768,
 // intermediate 2048, 12 layers, 32000-token tied head: 382 MiB, far beyond the last-level
 // cache), in one buffer, laid out in the order a forward reads them. A sweep runs every matrix
-// once on x of --rows rows; each matrix's tiles split over the threads in contiguous ranges, as
-// at::parallel_for splits them. Each round times one sweep and one plain read (the memory floor)
-// back to back, so both see the same moment's bandwidth; the figures are the best round.
+// once on x of --rows rows; each matrix's tiles are shared by the threads as the model's linear
+// shares them (TileClaims: a contiguous range each, the last tiles taken by whoever is free).
+// Each round times one sweep and one plain read (the memory floor) back to back, so both see
+// the same moment's bandwidth; the figures are the best round.
 // `linear_vs_stream_tT` is the sweep's rate over the read's: 1.0 would be a kernel at the
 // memory floor. Per family (attention, MLP in, down projection with K = 2048, LM head) the
-// sweep's rate is reported too (`<family>_gbps_tT`).
+// sweep's rate is reported too (`<family>_gbps_tT`). Each round also times the sweep with the
+// one-column streaming tiles' software prefetch (LinearBlocking::stream_prefetch, 1-2 rows) on
+// and off, whatever this CPU's detected choice: `linear_vs_stream_prefetch_{on,off}_tT`, and
+// with each thread held to its static share of the tiles: `static_split_vs_stream_tT`.
 #include <omp.h>
 
 #include <algorithm>
@@ -26,6 +30,7 @@
 #include "CLI/CLI.hpp"
 #include "bench/kernels/stream_read.h"
 #include "model/kernels/linear_cpu.h"
+#include "model/kernels/tile_claims_cpu.h"
 #include "nlohmann/json.hpp"
 
 namespace lockstep::bench {
@@ -69,9 +74,11 @@ struct Buffers {
   std::vector<float> weights, x, y;
 };
 
-// Seconds for one sweep over `matrices` (all of them, or those of `family`) on `threads`.
+// Seconds for one sweep over `matrices` (all of them, or those of `family`) on `threads`;
+// `static_split`: each thread computes exactly its contiguous range (no TileClaims), as the
+// model's linear did before the claims.
 double Sweep(Buffers* b, const std::vector<Matrix>& matrices, int64_t rows, int threads,
-             const std::string& family) {
+             const std::string& family, bool static_split = false) {
   const auto start = Clock::now();
   for (const Matrix& m : matrices) {
     if (!family.empty() && m.family != family) continue;
@@ -85,10 +92,14 @@ double Sweep(Buffers* b, const std::vector<Matrix>& matrices, int64_t rows, int 
     p.y = b->y.data();
     p.y_stride = m.out_features;
     const int64_t tiles = kernels::NumLinearTiles(p);
-    const int64_t chunk = (tiles + threads - 1) / threads;
-    OnThreads(threads, [&](int t) {
-      kernels::LinearTiles(p, std::min(tiles, t * chunk), std::min(tiles, (t + 1) * chunk));
-    });
+    if (static_split) {
+      OnThreads(threads, [&](int t) {
+        kernels::LinearTiles(p, tiles * t / threads, tiles * (t + 1) / threads);
+      });
+      continue;
+    }
+    kernels::TileClaims claims(tiles, threads);
+    OnThreads(threads, [&](int t) { kernels::LinearClaimedTiles(p, &claims, t); });
   }
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -140,13 +151,34 @@ int main(int argc, char** argv) {
                          {"kernel", lockstep::kernels::LinearKernelName()}};
   const std::vector<std::string> families = {"attention", "mlp_in", "down", "lm_head"};
   std::vector<float> sums(2, 0.0f);
+  using lockstep::kernels::CurrentLinearBlocking;
+  using lockstep::kernels::LinearBlocking;
+  using lockstep::kernels::SetLinearBlocking;
+  std::printf("  %s\n", lockstep::kernels::LinearKernelDescription().c_str());
+  json["kernel_description"] = lockstep::kernels::LinearKernelDescription();
+  json["stream_prefetch_detected"] = CurrentLinearBlocking().stream_prefetch;
+  const auto sweep_with_prefetch = [&](int prefetch, int threads) {
+    LinearBlocking blocking;
+    blocking.stream_prefetch = prefetch;
+    SetLinearBlocking(blocking);
+    const double seconds = Sweep(&b, matrices, rows, threads, "");
+    SetLinearBlocking(LinearBlocking());  // the detected choice again
+    return seconds;
+  };
   for (int threads : {1, 2}) {
     double best_sweep = 1e30, best_stream = 1e30;
+    double best_prefetch[2] = {1e30, 1e30};  // [off, on]
+    double best_static = 1e30;
     std::vector<double> best_family(families.size(), 1e30);
     Sweep(&b, matrices, rows, threads, "");  // warm-up: page faults, thread start-up
     for (int round = 0; round < rounds; ++round) {
       best_sweep = std::min(best_sweep, Sweep(&b, matrices, rows, threads, ""));
       best_stream = std::min(best_stream, Stream(b, threads, &sums));
+      best_static = std::min(best_static, Sweep(&b, matrices, rows, threads, "", true));
+      for (int prefetch : {0, 1}) {
+        best_prefetch[prefetch] =
+            std::min(best_prefetch[prefetch], sweep_with_prefetch(prefetch, threads));
+      }
       for (size_t f = 0; f < families.size(); ++f) {
         best_family[f] = std::min(best_family[f], Sweep(&b, matrices, rows, threads, families[f]));
       }
@@ -157,11 +189,15 @@ int main(int argc, char** argv) {
     json["linear_gbps" + t] = linear_gbps;
     json["stream_gbps" + t] = stream_gbps;
     json["linear_vs_stream" + t] = linear_gbps / stream_gbps;
+    json["linear_vs_stream_prefetch_off" + t] = best_stream / best_prefetch[0];
+    json["linear_vs_stream_prefetch_on" + t] = best_stream / best_prefetch[1];
+    json["static_split_vs_stream" + t] = best_stream / best_static;
     std::printf(
         "  %d thread%s: sweep %.1f ms = %.2f GB/s, plain read %.2f GB/s, "
-        "linear_vs_stream %.3f\n   ",
+        "linear_vs_stream %.3f (stream prefetch off %.3f, on %.3f; static split %.3f)\n   ",
         threads, threads == 1 ? " " : "s", best_sweep * 1e3, linear_gbps, stream_gbps,
-        linear_gbps / stream_gbps);
+        linear_gbps / stream_gbps, best_stream / best_prefetch[0], best_stream / best_prefetch[1],
+        best_stream / best_static);
     for (size_t f = 0; f < families.size(); ++f) {
       double family_bytes = 0;
       for (const Matrix& m : matrices) {

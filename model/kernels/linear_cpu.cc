@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "model/kernels/linear_microkernel.h"
+#include "model/kernels/tile_claims_cpu.h"
 
 namespace lockstep::kernels {
 namespace {
@@ -111,17 +112,26 @@ LinearBlocking DetectBlocking() {
   // the column blocks pass. Measured at 4096 x 2048 x 768 (1 thread, load 7): 0.5-2 MiB panels
   // 77-80 GFLOP/s, 8 MiB 65, none 50.
   blocking.row_panel_bytes = blocking.l2_bytes;
+  // One-column streaming tiles prefetch W in software, on every CPU so far. Off measured both
+  // better and worse on the same AMD EPYC Zen 4 guest an hour apart (bench_linear_cold --rows 1,
+  // 2 threads: off 0.94 / on 0.90 of a plain read, medians of 8 alternated runs at 07:15 UTC
+  // 2026-12-06; off 0.73-1.05 / on 0.82-1.13, and at 1 thread 0.66-0.79 / 0.77-0.85, over 8
+  // runs of both in one process at 07:35), and on took AMD EPYC Zen 5 from
+  // 0.67-0.80 of a plain read (1 KiB ahead) to 0.83-0.95. bench_linear_cold prints both.
+  blocking.stream_prefetch = 1;
   return blocking;
 }
 
 struct BlockingHolder {
   std::atomic<int64_t> x_chunk_bytes, stream_chunk_bytes, column_block_bytes, row_panel_bytes;
+  std::atomic<int> stream_prefetch;
   LinearBlocking detected;
   BlockingHolder() : detected(DetectBlocking()) {
     x_chunk_bytes = detected.x_chunk_bytes;
     stream_chunk_bytes = detected.stream_chunk_bytes;
     column_block_bytes = detected.column_block_bytes;
     row_panel_bytes = detected.row_panel_bytes;
+    stream_prefetch = detected.stream_prefetch;
   }
 };
 
@@ -299,6 +309,10 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
   const linear_internal::KernelTable& table = streaming ? *isa.streaming_table : *isa.table;
   const std::array<int, linear_internal::kMaxRows + 1>& columns_for_rows =
       streaming ? isa.streaming_columns_for_rows : isa.columns_for_rows;
+  // One-column streaming tiles without the software prefetch: the in-cache kernel of that shape.
+  const linear_internal::KernelTable& one_column_table =
+      streaming && Blocking().stream_prefetch.load(std::memory_order_relaxed) == 0 ? *isa.table
+                                                                                   : table;
   // Row groups outside (their packed chunk of x stays in L1), chunks, then the block's columns
   // (W from L2).
   for (int64_t row = row_begin; row < row_end; row += isa.main_rows) {
@@ -318,7 +332,7 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
         t.partial = partial_base + (column - column_begin) * kLanes;
         t.bias = p.bias != nullptr ? p.bias + column : nullptr;
         t.y = p.y + row * p.y_stride + column;
-        table[rows - 1][columns - 1](t);
+        (width == 1 ? one_column_table : table)[rows - 1][columns - 1](t);
       }
       t.partial = partial_base;
     }
@@ -352,6 +366,15 @@ void LinearTiles(const LinearProblem& problem, int64_t tile_begin, int64_t tile_
   LinearTilesWithKernel(LinearKernel::kAuto, problem, tile_begin, tile_end);
 }
 
+void LinearClaimedTiles(const LinearProblem& problem, TileClaims* claims, int part) {
+  if (Empty(problem)) return;
+  const Tiling tiling = ChooseTiling(problem.rows, problem.out_features, problem.in_features);
+  PackedX packed_x(problem.in_features);  // one per thread and call: packed rows are reused
+  for (int64_t tile = claims->Next(part); tile >= 0; tile = claims->Next(part)) {
+    ComputeTile(BestIsa(), problem, tiling, tile, &packed_x);
+  }
+}
+
 const char* LinearKernelName() { return BestIsa().name; }
 
 std::string LinearKernelDescription() {
@@ -364,7 +387,11 @@ std::string LinearKernelDescription() {
          std::to_string(b.x_chunk_bytes >> 10) + " KiB (streaming " +
          std::to_string(b.stream_chunk_bytes >> 10) + " KiB), W column block " +
          std::to_string(b.column_block_bytes >> 10) + " KiB, x row panel " +
-         std::to_string(b.row_panel_bytes >> 10) + " KiB (L1d " +
+         std::to_string(b.row_panel_bytes >> 10) + " KiB, one-column stream prefetch " +
+         (b.stream_prefetch != 0
+              ? std::to_string(linear_internal::kStreamPrefetchFloats * 4 >> 10) + " KiB"
+              : std::string("off")) +
+         " (L1d " +
          std::to_string(b.l1_bytes >> 10) + " KiB, L2 " + std::to_string(b.l2_bytes >> 10) +
          " KiB)";
 }
@@ -375,6 +402,7 @@ LinearBlocking CurrentLinearBlocking() {
   b.stream_chunk_bytes = Blocking().stream_chunk_bytes.load();
   b.column_block_bytes = Blocking().column_block_bytes.load();
   b.row_panel_bytes = Blocking().row_panel_bytes.load();
+  b.stream_prefetch = Blocking().stream_prefetch.load();
   return b;
 }
 
@@ -389,6 +417,9 @@ void SetLinearBlocking(const LinearBlocking& blocking) {
                                       : Blocking().detected.column_block_bytes;
   Blocking().row_panel_bytes = blocking.row_panel_bytes > 0 ? blocking.row_panel_bytes
                                                             : Blocking().detected.row_panel_bytes;
+  Blocking().stream_prefetch = blocking.stream_prefetch >= 0
+                                   ? (blocking.stream_prefetch != 0 ? 1 : 0)
+                                   : Blocking().detected.stream_prefetch;
 }
 
 }  // namespace lockstep::kernels

@@ -12,7 +12,8 @@
 // sync's memcpy into the parameters) needs no repacking and no cache invalidation.
 //
 // Raw pointers only, no LibTorch include. Threading is the caller's: it splits the work into
-// tiles with NumLinearTiles() and runs LinearTiles() on disjoint tile ranges, in any order.
+// tiles with NumLinearTiles() and runs LinearTiles() on disjoint tile ranges, in any order, or
+// LinearClaimedTiles() on each thread of a team sharing one TileClaims (tile_claims_cpu.h).
 #ifndef LOCKSTEP_MODEL_KERNELS_LINEAR_CPU_H_
 #define LOCKSTEP_MODEL_KERNELS_LINEAR_CPU_H_
 
@@ -20,6 +21,8 @@
 #include <string>
 
 namespace lockstep::kernels {
+
+class TileClaims;
 
 struct LinearProblem {
   const float* x = nullptr;       // [M, K] row-major, row stride x_stride (>= K)
@@ -39,6 +42,10 @@ int64_t NumLinearTiles(const LinearProblem& problem);
 // Computes tiles [tile_begin, tile_end). Distinct tiles write disjoint outputs.
 void LinearTiles(const LinearProblem& problem, int64_t tile_begin, int64_t tile_end);
 
+// Computes the tiles that claims->Next(part) hands out until it returns -1: the thread's part of
+// a team that shares `claims` (made for NumLinearTiles(problem) tiles) computes every tile once.
+void LinearClaimedTiles(const LinearProblem& problem, TileClaims* claims, int part);
+
 // Name of the micro-kernel family picked for this CPU ("avx512", "avx2", "portable"), for
 // benchmarks.
 const char* LinearKernelName();
@@ -50,8 +57,10 @@ std::string LinearKernelDescription();
 // Cache-derived blocking: x_chunk_bytes (packed rows of x per K chunk, half of L1d),
 // stream_chunk_bytes (the same where M is one row block and W streams from memory: a quarter of
 // L2), column_block_bytes (W per column block, a quarter of L2) and row_panel_bytes (rows of x
-// that every column block passes over before the next rows, as large as L2). None of it changes
-// any bits.
+// that every column block passes over before the next rows, as large as L2) and stream_prefetch
+// (whether one-column streaming tiles, decode at 1-2 rows, prefetch W ahead in software or leave
+// it to the hardware prefetchers: on unless set off, for benchmarks). None of it changes any
+// bits.
 struct LinearBlocking {
   int64_t l1_bytes = 32 << 10;  // as the CPU reports them (these defaults if it does not)
   int64_t l2_bytes = 1 << 20;
@@ -59,10 +68,12 @@ struct LinearBlocking {
   int64_t stream_chunk_bytes = 0;
   int64_t column_block_bytes = 0;
   int64_t row_panel_bytes = 0;
+  int stream_prefetch = -1;  // 1 on, 0 off
 };
 LinearBlocking CurrentLinearBlocking();
 // For tests and benchmarks: sets x_chunk_bytes, stream_chunk_bytes, column_block_bytes and
-// row_panel_bytes (<= 0: the detected value). Not to be called while a linear runs;
+// row_panel_bytes (<= 0: the detected value), and stream_prefetch (< 0: the detected choice).
+// Not to be called while a linear runs;
 // NumLinearTiles may change with column_block_bytes.
 void SetLinearBlocking(const LinearBlocking& blocking);
 

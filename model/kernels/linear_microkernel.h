@@ -21,7 +21,8 @@ constexpr int kLanes = 16;   // chains per output (one zmm, two ymm)
 constexpr int kMaxRows = 8;  // rows of the largest register tile of any family
 constexpr int kMaxColumns = 12;
 
-// How far ahead of the current k a one-column streaming tile prefetches its weights (into L2):
+// How far ahead of the current k a one-column streaming tile prefetches its weights (into L2),
+// where LinearBlocking::stream_prefetch is on (off, the in-cache table's kernel runs instead):
 // W is then one sequential stream, and the lines in flight must cover memory's latency times
 // the bandwidth one core can draw. 8 KiB: at 1 KiB ahead a base-preset decode sweep at 1 row
 // reached 0.67-0.80 of a plain read on AMD EPYC Zen 5 (2 threads), at 4-8 KiB 0.83-0.95

@@ -2,11 +2,13 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 
 #include "model/kernels/linear_cpu.h"
 #include "model/kernels/ops_cuda.h"
+#include "model/kernels/tile_claims_cpu.h"
 #include "model/kernels/wants_grad.h"
 
 namespace lockstep::kernels {
@@ -32,8 +34,16 @@ torch::Tensor RunLinear(const torch::Tensor& x2d, const torch::Tensor& weight,
   problem.y = y.data_ptr<float>();
   problem.y_stride = w.size(0);
   if (problem.rows == 0) return y;
-  at::parallel_for(0, NumLinearTiles(problem), 1, [&](int64_t begin, int64_t end) {
-    LinearTiles(problem, begin, end);
+  // One part per thread of the pool: parallel_for hands each thread one part (or the caller all
+  // of them, when it runs inline), and a thread done with its own range takes the others' last
+  // tiles.
+  const int64_t num_tiles = NumLinearTiles(problem);
+  TileClaims claims(num_tiles,
+                    static_cast<int>(std::min<int64_t>(at::get_num_threads(), num_tiles)));
+  at::parallel_for(0, claims.num_parts(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t part = begin; part < end; ++part) {
+      LinearClaimedTiles(problem, &claims, static_cast<int>(part));
+    }
   });
   return y;
 }

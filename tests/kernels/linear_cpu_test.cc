@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <tuple>
 #include <vector>
+
+#include "model/kernels/tile_claims_cpu.h"
 
 namespace lockstep::kernels {
 namespace {
@@ -198,21 +202,26 @@ TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
   EXPECT_GT(detected.stream_chunk_bytes, 0);
   EXPECT_GT(detected.column_block_bytes, 0);
   EXPECT_GT(detected.row_panel_bytes, 0);
+  EXPECT_GE(detected.stream_prefetch, 0);
   struct Setting {
     int64_t x_chunk_bytes, stream_chunk_bytes, column_block_bytes, row_panel_bytes;
+    int stream_prefetch;
   };
   // 64-byte chunks: 16 k per chunk for any main tile (decode-sized M too, through
   // stream_chunk_bytes); 1 GiB: K in one chunk; 4-byte panels: one row block each; 1 GiB: one
-  // panel.
-  for (const Setting setting :
-       {Setting{64, 64, 64 << 10, 4}, Setting{4 << 10, 4 << 10, 16 << 10, 200 << 10},
-        Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30}}) {
+  // panel. One-column streaming tiles (m = 1) with and without the software prefetch.
+  for (const Setting setting : {Setting{64, 64, 64 << 10, 4, 1},
+                                Setting{4 << 10, 4 << 10, 16 << 10, 200 << 10, 0},
+                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 1},
+                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 0}}) {
     LinearBlocking blocking;
     blocking.x_chunk_bytes = setting.x_chunk_bytes;
     blocking.stream_chunk_bytes = setting.stream_chunk_bytes;
     blocking.column_block_bytes = setting.column_block_bytes;
     blocking.row_panel_bytes = setting.row_panel_bytes;
+    blocking.stream_prefetch = setting.stream_prefetch;
     SetLinearBlocking(blocking);
+    EXPECT_EQ(CurrentLinearBlocking().stream_prefetch, setting.stream_prefetch);
     for (LinearKernel kernel : AvailableKernels()) {
       for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1000, 50},
                              {9, 2048, 70},
@@ -233,6 +242,7 @@ TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
   EXPECT_EQ(CurrentLinearBlocking().stream_chunk_bytes, detected.stream_chunk_bytes);
   EXPECT_EQ(CurrentLinearBlocking().column_block_bytes, detected.column_block_bytes);
   EXPECT_EQ(CurrentLinearBlocking().row_panel_bytes, detected.row_panel_bytes);
+  EXPECT_EQ(CurrentLinearBlocking().stream_prefetch, detected.stream_prefetch);
 }
 
 // A row's bits do not depend on which batch it sits in, nor at which position.
@@ -291,6 +301,21 @@ TEST(LinearCpuTest, AnySplitOfTheTileRangeGivesTheSameBits) {
       LinearTiles(p, 0, mid);
       EXPECT_EQ(CountDifferentBits(whole, c.y), 0)
           << "two ranges, M=" << m << " panel bytes " << panel_bytes;
+
+      // A team of three sharing one TileClaims (as the model's linear runs), one of them late:
+      // the others take its tiles from the back of its range.
+      std::fill(c.y.begin(), c.y.end(), NAN);
+      TileClaims claims(num_tiles, 3);
+      std::vector<std::thread> team;
+      for (int part = 0; part < 3; ++part) {
+        team.emplace_back([&, part] {
+          if (part == 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          LinearClaimedTiles(p, &claims, part);
+        });
+      }
+      for (std::thread& thread : team) thread.join();
+      EXPECT_EQ(CountDifferentBits(whole, c.y), 0)
+          << "claimed by a team, M=" << m << " panel bytes " << panel_bytes;
     }
   }
   SetLinearBlocking(LinearBlocking());
