@@ -1,7 +1,7 @@
 // bench_linear_cold: the batch-invariant linear at decode sizes with weights that come from
 // memory, as in a decode step, next to a plain read of the same bytes, at 1 and 2 threads.
 //
-//   bench_linear_cold [--rows 8] [--rounds 5] [--json FILE]
+//   bench_linear_cold [--rows 8] [--rounds 5] [--small-pages] [--json FILE]
 //
 // The weights are the matrices of one decode step of the base preset (Qwen3, hidden 768,
 // intermediate 2048, 12 layers, 32000-token tied head: 382 MiB, far beyond the last-level
@@ -14,12 +14,16 @@
 // memory floor. Per family (attention, MLP in, down projection with K = 2048, LM head) the
 // sweep's rate is reported too (`<family>_gbps_tT`). Each round also times the sweep with the
 // one-column streaming tiles' software prefetch (LinearBlocking::stream_prefetch, 1-2 rows) on
-// and off, whatever this CPU's detected choice: `linear_vs_stream_prefetch_{on,off}_tT`, and
-// with each thread held to its static share of the tiles: `static_split_vs_stream_tT`.
+// and off, whatever this CPU's detected choice: `linear_vs_stream_prefetch_{on,off}_tT`, with
+// the streaming tiles' prefetch hint (LinearBlocking::stream_prefetch_nta) T1 and NTA:
+// `linear_vs_stream_hint_{t1,nta}_tT`, and with each thread held to its static share of the
+// tiles: `static_split_vs_stream_tT`.
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -70,8 +74,36 @@ void OnThreads(int threads, const std::function<void(int)>& part) {
   part(omp_get_thread_num());
 }
 
+// The weights: 2 MiB-aligned and advised onto transparent huge pages, as the model places its
+// parameters (model/huge_pages.h), unless `small_pages`. Page walks over 4 KiB pages cost a
+// read as much as the reads themselves on some VMs (AMD EPYC Zen 5 guest, 2026-12-06: a plain
+// read of these bytes 35-40 GB/s on 4 KiB pages, the model's own huge-page weights 55-73).
+class WeightBuffer {
+ public:
+  WeightBuffer(int64_t count, bool small_pages) : count_(count) {
+    constexpr int64_t kHuge = int64_t{2} << 20;
+    const int64_t bytes = (count * int64_t{sizeof(float)} + kHuge - 1) / kHuge * kHuge;
+    data_ = static_cast<float*>(std::aligned_alloc(kHuge, bytes));
+    if (data_ == nullptr) throw std::bad_alloc();
+    if (!small_pages) huge_ = madvise(data_, bytes, MADV_HUGEPAGE) == 0;
+  }
+  ~WeightBuffer() { std::free(data_); }
+  WeightBuffer(const WeightBuffer&) = delete;
+  WeightBuffer& operator=(const WeightBuffer&) = delete;
+  float* data() const { return data_; }
+  int64_t size() const { return count_; }
+  bool huge() const { return huge_; }
+
+ private:
+  float* data_ = nullptr;
+  int64_t count_;
+  bool huge_ = false;
+};
+
 struct Buffers {
-  std::vector<float> weights, x, y;
+  explicit Buffers(int64_t weight_count, bool small_pages) : weights(weight_count, small_pages) {}
+  WeightBuffer weights;
+  std::vector<float> x, y;
 };
 
 // Seconds for one sweep over `matrices` (all of them, or those of `family`) on `threads`;
@@ -128,27 +160,32 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   app.add_option("--json", json_path, "Write the figures here");
+  bool small_pages = false;
+  app.add_flag("--small-pages", small_pages,
+               "Leave the weights on 4 KiB pages (default: advised onto 2 MiB pages, as the "
+               "model's)");
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<Matrix> matrices = BaseDecodeMatrices();
   const Matrix& last = matrices.back();
-  Buffers b;
-  b.weights.resize(last.offset + last.out_features * last.in_features);
+  Buffers b(last.offset + last.out_features * last.in_features, small_pages);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uniform(-0.05f, 0.05f);
-  for (float& w : b.weights) w = uniform(rng);
+  for (int64_t i = 0; i < b.weights.size(); ++i) b.weights.data()[i] = uniform(rng);
   b.x.resize(rows * 2048);
   for (float& v : b.x) v = uniform(rng);
   b.y.resize(rows * 32000);
   const double bytes = static_cast<double>(b.weights.size()) * sizeof(float);
   std::printf(
       "bench_linear_cold: %.0f MiB of weights (base preset decode step), x of %ld rows, "
-      "kernel %s, best of %d rounds\n",
-      bytes / (1 << 20), static_cast<long>(rows), lockstep::kernels::LinearKernelName(), rounds);
+      "kernel %s, best of %d rounds, weights on %s pages\n",
+      bytes / (1 << 20), static_cast<long>(rows), lockstep::kernels::LinearKernelName(), rounds,
+      b.weights.huge() ? "2 MiB (advised)" : "4 KiB");
 
   nlohmann::json json = {{"rows", rows},
                          {"weights_mib", bytes / (1 << 20)},
-                         {"kernel", lockstep::kernels::LinearKernelName()}};
+                         {"kernel", lockstep::kernels::LinearKernelName()},
+                         {"huge_pages", b.weights.huge()}};
   const std::vector<std::string> families = {"attention", "mlp_in", "down", "lm_head"};
   std::vector<float> sums(2, 0.0f);
   using lockstep::kernels::CurrentLinearBlocking;
@@ -157,9 +194,13 @@ int main(int argc, char** argv) {
   std::printf("  %s\n", lockstep::kernels::LinearKernelDescription().c_str());
   json["kernel_description"] = lockstep::kernels::LinearKernelDescription();
   json["stream_prefetch_detected"] = CurrentLinearBlocking().stream_prefetch;
-  const auto sweep_with_prefetch = [&](int prefetch, int threads) {
+  json["stream_prefetch_nta_detected"] = CurrentLinearBlocking().stream_prefetch_nta;
+  // One sweep with the one-column prefetch off / on (`prefetch`) or the streaming prefetch hint
+  // T1 / NTA (`nta`), whatever was detected; -1 leaves a setting detected.
+  const auto sweep_with = [&](int prefetch, int nta, int threads) {
     LinearBlocking blocking;
     blocking.stream_prefetch = prefetch;
+    blocking.stream_prefetch_nta = nta;
     SetLinearBlocking(blocking);
     const double seconds = Sweep(&b, matrices, rows, threads, "");
     SetLinearBlocking(LinearBlocking());  // the detected choice again
@@ -168,6 +209,7 @@ int main(int argc, char** argv) {
   for (int threads : {1, 2}) {
     double best_sweep = 1e30, best_stream = 1e30;
     double best_prefetch[2] = {1e30, 1e30};  // [off, on]
+    double best_hint[2] = {1e30, 1e30};      // [T1, NTA]
     double best_static = 1e30;
     std::vector<double> best_family(families.size(), 1e30);
     Sweep(&b, matrices, rows, threads, "");  // warm-up: page faults, thread start-up
@@ -175,9 +217,10 @@ int main(int argc, char** argv) {
       best_sweep = std::min(best_sweep, Sweep(&b, matrices, rows, threads, ""));
       best_stream = std::min(best_stream, Stream(b, threads, &sums));
       best_static = std::min(best_static, Sweep(&b, matrices, rows, threads, "", true));
-      for (int prefetch : {0, 1}) {
-        best_prefetch[prefetch] =
-            std::min(best_prefetch[prefetch], sweep_with_prefetch(prefetch, threads));
+      for (int setting : {0, 1}) {
+        best_prefetch[setting] =
+            std::min(best_prefetch[setting], sweep_with(setting, -1, threads));
+        best_hint[setting] = std::min(best_hint[setting], sweep_with(-1, setting, threads));
       }
       for (size_t f = 0; f < families.size(); ++f) {
         best_family[f] = std::min(best_family[f], Sweep(&b, matrices, rows, threads, families[f]));
@@ -191,13 +234,16 @@ int main(int argc, char** argv) {
     json["linear_vs_stream" + t] = linear_gbps / stream_gbps;
     json["linear_vs_stream_prefetch_off" + t] = best_stream / best_prefetch[0];
     json["linear_vs_stream_prefetch_on" + t] = best_stream / best_prefetch[1];
+    json["linear_vs_stream_hint_t1" + t] = best_stream / best_hint[0];
+    json["linear_vs_stream_hint_nta" + t] = best_stream / best_hint[1];
     json["static_split_vs_stream" + t] = best_stream / best_static;
     std::printf(
         "  %d thread%s: sweep %.1f ms = %.2f GB/s, plain read %.2f GB/s, "
-        "linear_vs_stream %.3f (stream prefetch off %.3f, on %.3f; static split %.3f)\n   ",
+        "linear_vs_stream %.3f (one-column prefetch off %.3f, on %.3f; hint T1 %.3f, NTA %.3f; "
+        "static split %.3f)\n   ",
         threads, threads == 1 ? " " : "s", best_sweep * 1e3, linear_gbps, stream_gbps,
         linear_gbps / stream_gbps, best_stream / best_prefetch[0], best_stream / best_prefetch[1],
-        best_stream / best_static);
+        best_stream / best_hint[0], best_stream / best_hint[1], best_stream / best_static);
     for (size_t f = 0; f < families.size(); ++f) {
       double family_bytes = 0;
       for (const Matrix& m : matrices) {

@@ -27,7 +27,7 @@ LOCKSTEP_AVX2 inline __m256i TailMask(int64_t lanes) {  // the first `lanes` of 
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-template <int MR, int NR, bool kPrefetch>
+template <int MR, int NR, int kPrefetch>
 LOCKSTEP_AVX2 void ChunkAvx2(const ChunkTile& t) {
   __m256 acc[MR][NR][2];
 #pragma GCC unroll 16
@@ -55,13 +55,10 @@ LOCKSTEP_AVX2 void ChunkAvx2(const ChunkTile& t) {
 #pragma GCC unroll 16
       for (int j = 0; j < NR; ++j) {
         wv[j] = _mm256_loadu_ps(w + j * w_stride + k + 8 * h);
-        if constexpr (kPrefetch && NR > 1) {  // streaming W: the next tile's rows, into L2
-          _mm_prefetch(reinterpret_cast<const char*>(w + (NR + j) * w_stride + k + 8 * h),
-                       _MM_HINT_T1);
-        } else if constexpr (kPrefetch) {  // one column: one sequential stream
-          if (h == 0) {
-            _mm_prefetch(reinterpret_cast<const char*>(w + k + kStreamPrefetchFloats), _MM_HINT_T1);
-          }
+        if constexpr (NR > 1) {  // streaming W: the next tile's rows
+          PrefetchW<kPrefetch>(w + (NR + j) * w_stride + k + 8 * h);
+        } else if (h == 0) {  // one column: one sequential stream
+          PrefetchW<kPrefetch>(w + k + kStreamPrefetchFloats);
         }
       }
 #pragma GCC unroll 16
@@ -105,7 +102,7 @@ LOCKSTEP_AVX2 void ChunkAvx2(const ChunkTile& t) {
   }
 }
 
-template <bool kPrefetch>
+template <int kPrefetch>
 struct Avx2Families {
   template <int MR, int NR>
   struct Family {
@@ -116,14 +113,21 @@ struct Avx2Families {
   };
 };
 
-constexpr KernelTable kAvx2Table = MakeTable<Avx2Families<false>::Family>();
-constexpr KernelTable kAvx2StreamingTable = MakeTable<Avx2Families<true>::Family>();
+constexpr KernelTable kAvx2Table = MakeTable<Avx2Families<kPrefetchNone>::Family>();
+constexpr KernelTable kAvx2StreamingTable = MakeTable<Avx2Families<kPrefetchT1>::Family>();
+constexpr KernelTable kAvx2StreamingNtaTable = MakeTable<Avx2Families<kPrefetchNta>::Family>();
 
 }  // namespace
 
 const Isa& Avx2Isa() {
-  static constexpr Isa isa{LinearKernel::kAvx2,      "avx2", &kAvx2Table, &kAvx2StreamingTable, 6,
-                           {0, 6, 3, 2, 1, 1, 1, 0, 0}, {0, 1, 1, 2, 1, 1, 1, 0, 0}};
+  static constexpr Isa isa{LinearKernel::kAvx2,
+                           "avx2",
+                           &kAvx2Table,
+                           &kAvx2StreamingTable,
+                           &kAvx2StreamingNtaTable,
+                           6,
+                           {0, 6, 3, 2, 1, 1, 1, 0, 0},
+                           {0, 1, 1, 2, 1, 1, 1, 0, 0}};
   return isa;
 }
 

@@ -38,7 +38,7 @@ LOCKSTEP_AVX512 inline __m512 Reduce16(const __m512* a) {
                        _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-template <int MR, int NR, bool kPrefetch>
+template <int MR, int NR, int kPrefetch>
 LOCKSTEP_AVX512 void ChunkAvx512(const ChunkTile& t) {
   constexpr int kCount = MR * NR;
   constexpr int kGroups = (kCount + 15) / 16;
@@ -67,13 +67,14 @@ LOCKSTEP_AVX512 void ChunkAvx512(const ChunkTile& t) {
       // now (a row triple is too short a stream for the hardware prefetcher to ramp up on), into
       // L2 (T1): a T0 prefetch holds one of L1's few miss buffers until its line arrives, which
       // caps the lines in flight (AMD Zen 4, 1 thread, base decode matrices: b1 sweep 21.5 ->
-      // 17.6 ms, b8 34-36 -> 26-27 ms with T1).
-      if constexpr (kPrefetch && NR > 1) {
-        _mm_prefetch(reinterpret_cast<const char*>(w + (NR + j) * w_stride + k), _MM_HINT_T1);
-      } else if constexpr (kPrefetch) {
+      // 17.6 ms, b8 34-36 -> 26-27 ms with T1), or non-temporal where the CPU prefers it
+      // (kPrefetchNta, LinearBlocking::stream_prefetch_nta).
+      if constexpr (NR > 1) {
+        PrefetchW<kPrefetch>(w + (NR + j) * w_stride + k);
+      } else {
         // One column: the weights are one sequential stream (rows are contiguous), fetched
         // kStreamPrefetchFloats ahead, running on into the next row at a row's end.
-        _mm_prefetch(reinterpret_cast<const char*>(w + k + kStreamPrefetchFloats), _MM_HINT_T1);
+        PrefetchW<kPrefetch>(w + k + kStreamPrefetchFloats);
       }
     }
 #pragma GCC unroll 16
@@ -121,7 +122,7 @@ LOCKSTEP_AVX512 void ChunkAvx512(const ChunkTile& t) {
   }
 }
 
-template <bool kPrefetch>
+template <int kPrefetch>
 struct Avx512Families {
   template <int MR, int NR>
   struct Family {
@@ -132,8 +133,10 @@ struct Avx512Families {
   };
 };
 
-constexpr KernelTable kAvx512Table = MakeTable<Avx512Families<false>::Family>();
-constexpr KernelTable kAvx512StreamingTable = MakeTable<Avx512Families<true>::Family>();
+constexpr KernelTable kAvx512Table = MakeTable<Avx512Families<kPrefetchNone>::Family>();
+constexpr KernelTable kAvx512StreamingTable = MakeTable<Avx512Families<kPrefetchT1>::Family>();
+constexpr KernelTable kAvx512StreamingNtaTable =
+    MakeTable<Avx512Families<kPrefetchNta>::Family>();
 
 }  // namespace
 
@@ -149,6 +152,7 @@ const Isa& Avx512Isa() {
                            "avx512",
                            &kAvx512Table,
                            &kAvx512StreamingTable,
+                           &kAvx512StreamingNtaTable,
                            8,
                            {0, 12, 12, 8, 6, 4, 4, 3, 3},
                            {0, 1, 1, 8, 6, 4, 4, 4, 4}};

@@ -35,6 +35,10 @@
 
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -98,6 +102,27 @@ int64_t CacheBytes(int name, int64_t fallback) {
   return bytes > 0 ? static_cast<int64_t>(bytes) : fallback;
 }
 
+// Whether streaming tiles should prefetch W non-temporally: on AMD family 1Ah (Zen 5) and later.
+// Measured there only (linear_microkernel.h, kPrefetchNta); Zen 4 and Intel keep prefetcht1,
+// which each was tuned with, until bench_linear_cold (it times both hints) says otherwise.
+bool PrefersNonTemporalStreamPrefetch() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  if (std::strcmp(vendor, "AuthenticAMD") != 0) return false;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned base_family = (eax >> 8) & 0xf;
+  const unsigned family = base_family == 0xf ? base_family + ((eax >> 20) & 0xff) : base_family;
+  return family >= 0x1a;
+#else
+  return false;
+#endif
+}
+
 LinearBlocking DetectBlocking() {
   LinearBlocking blocking;
 #if defined(_SC_LEVEL1_DCACHE_SIZE) && defined(_SC_LEVEL2_CACHE_SIZE)
@@ -119,12 +144,13 @@ LinearBlocking DetectBlocking() {
   // runs of both in one process at 07:35), and on took AMD EPYC Zen 5 from
   // 0.67-0.80 of a plain read (1 KiB ahead) to 0.83-0.95. bench_linear_cold prints both.
   blocking.stream_prefetch = 1;
+  blocking.stream_prefetch_nta = PrefersNonTemporalStreamPrefetch() ? 1 : 0;
   return blocking;
 }
 
 struct BlockingHolder {
   std::atomic<int64_t> x_chunk_bytes, stream_chunk_bytes, column_block_bytes, row_panel_bytes;
-  std::atomic<int> stream_prefetch;
+  std::atomic<int> stream_prefetch, stream_prefetch_nta;
   LinearBlocking detected;
   BlockingHolder() : detected(DetectBlocking()) {
     x_chunk_bytes = detected.x_chunk_bytes;
@@ -132,6 +158,7 @@ struct BlockingHolder {
     column_block_bytes = detected.column_block_bytes;
     row_panel_bytes = detected.row_panel_bytes;
     stream_prefetch = detected.stream_prefetch;
+    stream_prefetch_nta = detected.stream_prefetch_nta;
   }
 };
 
@@ -306,7 +333,9 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
   t.partial_stride = tiling.column_block;
   t.partial = num_chunks > 1 ? partials.Get(isa.main_rows * tiling.column_block * kLanes) : nullptr;
   t.y_stride = p.y_stride;
-  const linear_internal::KernelTable& table = streaming ? *isa.streaming_table : *isa.table;
+  const bool nta = Blocking().stream_prefetch_nta.load(std::memory_order_relaxed) != 0;
+  const linear_internal::KernelTable& table =
+      streaming ? (nta ? *isa.streaming_nta_table : *isa.streaming_table) : *isa.table;
   const std::array<int, linear_internal::kMaxRows + 1>& columns_for_rows =
       streaming ? isa.streaming_columns_for_rows : isa.columns_for_rows;
   // One-column streaming tiles without the software prefetch: the in-cache kernel of that shape.
@@ -391,7 +420,7 @@ std::string LinearKernelDescription() {
          (b.stream_prefetch != 0
               ? std::to_string(linear_internal::kStreamPrefetchFloats * 4 >> 10) + " KiB"
               : std::string("off")) +
-         " (L1d " +
+         ", stream prefetch hint " + (b.stream_prefetch_nta != 0 ? "NTA" : "T1") + " (L1d " +
          std::to_string(b.l1_bytes >> 10) + " KiB, L2 " + std::to_string(b.l2_bytes >> 10) +
          " KiB)";
 }
@@ -403,6 +432,7 @@ LinearBlocking CurrentLinearBlocking() {
   b.column_block_bytes = Blocking().column_block_bytes.load();
   b.row_panel_bytes = Blocking().row_panel_bytes.load();
   b.stream_prefetch = Blocking().stream_prefetch.load();
+  b.stream_prefetch_nta = Blocking().stream_prefetch_nta.load();
   return b;
 }
 
@@ -420,6 +450,9 @@ void SetLinearBlocking(const LinearBlocking& blocking) {
   Blocking().stream_prefetch = blocking.stream_prefetch >= 0
                                    ? (blocking.stream_prefetch != 0 ? 1 : 0)
                                    : Blocking().detected.stream_prefetch;
+  Blocking().stream_prefetch_nta = blocking.stream_prefetch_nta >= 0
+                                       ? (blocking.stream_prefetch_nta != 0 ? 1 : 0)
+                                       : Blocking().detected.stream_prefetch_nta;
 }
 
 }  // namespace lockstep::kernels

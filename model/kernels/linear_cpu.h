@@ -59,8 +59,10 @@ std::string LinearKernelDescription();
 // L2), column_block_bytes (W per column block, a quarter of L2) and row_panel_bytes (rows of x
 // that every column block passes over before the next rows, as large as L2) and stream_prefetch
 // (whether one-column streaming tiles, decode at 1-2 rows, prefetch W ahead in software or leave
-// it to the hardware prefetchers: on unless set off, for benchmarks). None of it changes any
-// bits.
+// it to the hardware prefetchers: on unless set off, for benchmarks) and stream_prefetch_nta
+// (whether streaming tiles prefetch W non-temporally, prefetchnta, or into L2, prefetcht1: NTA
+// on AMD family 1Ah (Zen 5) and later, where it was measured faster, T1 elsewhere). None of it
+// changes any bits.
 struct LinearBlocking {
   int64_t l1_bytes = 32 << 10;  // as the CPU reports them (these defaults if it does not)
   int64_t l2_bytes = 1 << 20;
@@ -68,11 +70,13 @@ struct LinearBlocking {
   int64_t stream_chunk_bytes = 0;
   int64_t column_block_bytes = 0;
   int64_t row_panel_bytes = 0;
-  int stream_prefetch = -1;  // 1 on, 0 off
+  int stream_prefetch = -1;      // 1 on, 0 off
+  int stream_prefetch_nta = -1;  // 1 prefetchnta, 0 prefetcht1
 };
 LinearBlocking CurrentLinearBlocking();
 // For tests and benchmarks: sets x_chunk_bytes, stream_chunk_bytes, column_block_bytes and
-// row_panel_bytes (<= 0: the detected value), and stream_prefetch (< 0: the detected choice).
+// row_panel_bytes (<= 0: the detected value), and stream_prefetch and stream_prefetch_nta (< 0:
+// the detected choice).
 // Not to be called while a linear runs;
 // NumLinearTiles may change with column_block_bytes.
 void SetLinearBlocking(const LinearBlocking& blocking);

@@ -13,6 +13,10 @@
 #include <cstdint>
 #include <utility>
 
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
 #include "model/kernels/linear_cpu.h"
 
 namespace lockstep::kernels::linear_internal {
@@ -29,6 +33,26 @@ constexpr int kMaxColumns = 12;
 // (bench_linear_cold --rows 1). It is under 2% of the smallest L2 we have met (512 KiB, Zen 3),
 // so the prefetched lines are still there when the loads arrive.
 constexpr int64_t kStreamPrefetchFloats = 2048;
+
+// How a streaming micro-kernel prefetches W (a template argument): not at all (W in cache), into
+// L2 (prefetcht1), or non-temporal (prefetchnta: into L1 only on AMD Zen, so a line read once
+// is not written to L2 and the L3 victim cache again when it leaves; AMD EPYC Zen 5, base decode
+// matrices, 2 threads: 8 rows 8.3-9.2 ms a sweep against 9.0-9.7 with T1, 1 row 6.5-7.2 against
+// 7.1-8.3, alternated runs of bench_linear_cold, 2026-12-06).
+constexpr int kPrefetchNone = 0, kPrefetchT1 = 1, kPrefetchNta = 2;
+
+template <int kPrefetch>
+inline void PrefetchW(const float* address) {
+#if defined(__x86_64__)
+  if constexpr (kPrefetch == kPrefetchT1) {
+    _mm_prefetch(reinterpret_cast<const char*>(address), _MM_HINT_T1);
+  } else if constexpr (kPrefetch == kPrefetchNta) {
+    _mm_prefetch(reinterpret_cast<const char*>(address), _MM_HINT_NTA);
+  }
+#else
+  (void)address;
+#endif
+}
 
 struct ChunkTile {
   const float* x;    // first row of the chunk, k = chunk start; rows x_stride floats apart
@@ -57,6 +81,7 @@ struct Isa {
   const char* name;
   const KernelTable* table;            // W in cache (reused by several row groups)
   const KernelTable* streaming_table;  // W streamed from memory once: prefetches the next tile
+  const KernelTable* streaming_nta_table;  // the same with non-temporal prefetches
   int main_rows;  // rows of the main register tile (<= kMaxRows)
   std::array<int, kMaxRows + 1> columns_for_rows;
   // The same for streaming_table: W comes from memory once, so a wider tile (more weight rows

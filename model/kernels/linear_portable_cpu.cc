@@ -48,8 +48,14 @@ constexpr KernelTable kPortableTable = MakeTable<PortableFamily>();
 }  // namespace
 
 const Isa& PortableIsa() {
-  static constexpr Isa isa{LinearKernel::kPortable, "portable", &kPortableTable, &kPortableTable, 8,
-                           {0, 12, 6, 4, 3, 3, 3, 3, 3}, {0, 12, 6, 4, 3, 3, 3, 3, 3}};
+  static constexpr Isa isa{LinearKernel::kPortable,
+                           "portable",
+                           &kPortableTable,
+                           &kPortableTable,  // no prefetch in the portable family
+                           &kPortableTable,
+                           8,
+                           {0, 12, 6, 4, 3, 3, 3, 3, 3},
+                           {0, 12, 6, 4, 3, 3, 3, 3, 3}};
   return isa;
 }
 
