@@ -3,7 +3,7 @@
 // threads, GFLOP/s side by side.
 //
 //   bench_linear_raw [--json FILE] [--seconds S] [--only SHAPE_NAME] [--kernel
-//   avx512|avx2|portable] [--row-panel-kib KIB]
+//   avx512|avx2|portable] [--row-panel-kib KIB] [--column-block-kib KIB]
 //
 // Shapes: square and the base preset's at M = 1, 8, 64, 512 (decode, prefill), and "train.*",
 // the base preset's at M = 4096 (one training micro-batch; x of 12-32 MiB, past L2).
@@ -147,6 +147,9 @@ int main(int argc, char** argv) {
   int64_t row_panel_kib = 0;
   app.add_option("--row-panel-kib", row_panel_kib,
                  "Rows of x per row panel, in KiB (0 = the detected blocking)");
+  int64_t column_block_kib = 0;
+  app.add_option("--column-block-kib", column_block_kib,
+                 "Weights per column block, in KiB (0 = the detected blocking)");
   CLI::Option* kernel_flag =
       app.add_option("--kernel", kernel_name, "Micro-kernel (default: the CPU's best)")
           ->check(CLI::IsMember({"avx512", "avx2", "portable"}));
@@ -158,6 +161,7 @@ int main(int argc, char** argv) {
   }
   lockstep::kernels::LinearBlocking blocking;
   blocking.row_panel_bytes = row_panel_kib << 10;
+  blocking.column_block_bytes = column_block_kib << 10;
   lockstep::kernels::SetLinearBlocking(blocking);
   std::printf("blocking: %s\n", lockstep::kernels::LinearKernelDescription().c_str());
   if (kernel_flag->count() > 0) {

@@ -10,7 +10,7 @@
 //
 // Blocking (all of it inside one thread's tile, none of it visible in the bits):
 // - Tiles are (row block x column block) units in row-block-fastest order: consecutive tiles share
-//   a column block of W (about a quarter of L2), which stays in L2 while the rows stream past.
+//   a column block of W (about half of L2), which stays in L2 while the rows stream past.
 // - Rows are grouped into row panels of x about as large as L2 (row_panel_bytes), panel by
 //   panel: every column block of W passes over one panel before the next panel starts, so x
 //   comes from memory once and from L2 / L3 for the other column blocks (W, a column block at a
@@ -131,7 +131,13 @@ LinearBlocking DetectBlocking() {
 #endif
   blocking.x_chunk_bytes = blocking.l1_bytes / 2;
   blocking.stream_chunk_bytes = blocking.l2_bytes / 4;
-  blocking.column_block_bytes = std::clamp<int64_t>(blocking.l2_bytes / 4, 64 << 10, 1 << 20);
+  // Half of L2: AMD EPYC Zen 5 (L2 1 MiB), 1 thread, bench_linear_raw, M = 512: a quarter of L2
+  // ran q/o 185, up 177, down 155 GFLOP/s, a half 197, 190, 173 (768 KiB and 1 MiB no better);
+  // bench_kernels linear_ratio_m512 0.869-0.899 -> 0.912-0.919 and 512 x 2048 x 768 0.79-0.87 ->
+  // 0.90-0.91 (two alternated runs each, 2026-12-06); bench_trainer unchanged (batch-invariant
+  // step 12.2-13.3 s either way). Not measured on Zen 4 or Intel: their figures came with a
+  // quarter (bench_linear_raw --column-block-kib compares).
+  blocking.column_block_bytes = std::clamp<int64_t>(blocking.l2_bytes / 2, 64 << 10, 1 << 20);
   // A panel of x as large as L2: it stays in L2 and this core's share of L3 (shared with the
   // other cores and, in a VM, other tenants; glibc reported 320 MiB of L3 for a 32 MiB one) while
   // the column blocks pass. Measured at 4096 x 2048 x 768 (1 thread, load 7): 0.5-2 MiB panels

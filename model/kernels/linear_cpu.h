@@ -56,7 +56,7 @@ std::string LinearKernelDescription();
 
 // Cache-derived blocking: x_chunk_bytes (packed rows of x per K chunk, half of L1d),
 // stream_chunk_bytes (the same where M is one row block and W streams from memory: a quarter of
-// L2), column_block_bytes (W per column block, a quarter of L2) and row_panel_bytes (rows of x
+// L2), column_block_bytes (W per column block, half of L2) and row_panel_bytes (rows of x
 // that every column block passes over before the next rows, as large as L2) and stream_prefetch
 // (whether one-column streaming tiles, decode at 1-2 rows, prefetch W ahead in software or leave
 // it to the hardware prefetchers: on unless set off, for benchmarks) and stream_prefetch_nta
