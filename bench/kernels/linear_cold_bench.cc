@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -75,9 +76,9 @@ void OnThreads(int threads, const std::function<void(int)>& part) {
 }
 
 // The weights: 2 MiB-aligned and advised onto transparent huge pages, as the model places its
-// parameters (model/huge_pages.h), unless `small_pages`. Page walks over 4 KiB pages cost a
-// read as much as the reads themselves on some VMs (AMD EPYC Zen 5 guest, 2026-12-06: a plain
-// read of these bytes 35-40 GB/s on 4 KiB pages, the model's own huge-page weights 55-73).
+// parameters (model/huge_pages.h), unless `small_pages`: on some VMs the page walks over 4 KiB
+// pages cost a decode sweep as much as a tenth of its time (the Sapphire-Rapids-class guest,
+// huge_pages.h); on the AMD EPYC Zen 5 guest of 2026-12-06 the two placements ran alike.
 class WeightBuffer {
  public:
   WeightBuffer(int64_t count, bool small_pages) : count_(count) {

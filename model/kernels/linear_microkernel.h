@@ -35,10 +35,11 @@ constexpr int kMaxColumns = 12;
 constexpr int64_t kStreamPrefetchFloats = 2048;
 
 // How a streaming micro-kernel prefetches W (a template argument): not at all (W in cache), into
-// L2 (prefetcht1), or non-temporal (prefetchnta: into L1 only on AMD Zen, so a line read once
-// is not written to L2 and the L3 victim cache again when it leaves; AMD EPYC Zen 5, base decode
-// matrices, 2 threads: 8 rows 8.3-9.2 ms a sweep against 9.0-9.7 with T1, 1 row 6.5-7.2 against
-// 7.1-8.3, alternated runs of bench_linear_cold, 2026-12-06).
+// L2 (prefetcht1), or non-temporal (prefetchnta: the line is marked as read once, which on AMD
+// Zen should spare the L2 and the L3 victim cache a copy of weights nothing reads again; the
+// reason is our reading, the speed measured: AMD EPYC Zen 5, base decode matrices, 2 threads,
+// 8 rows 8.3-9.2 ms a sweep against 9.0-9.7 with T1, 1 row 6.5-7.2 against 7.1-8.3, alternated
+// runs of bench_linear_cold, 2026-12-06).
 constexpr int kPrefetchNone = 0, kPrefetchT1 = 1, kPrefetchNta = 2;
 
 template <int kPrefetch>
