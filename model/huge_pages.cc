@@ -35,7 +35,8 @@ torch::Tensor AllocateHugePageBuffer(int64_t num_elements, torch::Dtype dtype, b
       torch::TensorOptions().dtype(dtype));
 }
 
-absl::StatusOr<HugePagePlacement> MoveParametersToHugePages(torch::nn::Module& module) {
+absl::StatusOr<HugePagePlacement> MoveParametersToHugePages(torch::nn::Module& module,
+                                                            ParameterValues values) {
   std::vector<torch::Tensor> parameters;
   int64_t total = 0;
   for (torch::Tensor& parameter : module.parameters()) {
@@ -58,7 +59,7 @@ absl::StatusOr<HugePagePlacement> MoveParametersToHugePages(torch::nn::Module& m
     // Each parameter's storage holds the block: it lives as long as any of them.
     torch::Tensor home = torch::from_blob(
         next, parameter.sizes(), [block](void*) {}, parameter.options().requires_grad(false));
-    home.copy_(parameter);
+    if (values == ParameterValues::kKeep) home.copy_(parameter);
     parameter.set_data(home);  // the old storage is freed here (nothing else holds it)
     next += RoundUp(parameter.nbytes(), kTensorAlignment);
     placement.bytes += parameter.nbytes();

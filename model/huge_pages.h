@@ -12,8 +12,10 @@
 // new storage; values, shapes and dtypes are unchanged). The block lives as long as any parameter
 // storage in it. Where huge pages are unavailable the block is ordinary memory and nothing else
 // changes. Old storages are freed as each parameter moves. The Transformer moves its parameters
-// before writing them (layers.h), so the old storages were never touched and the move makes no
-// page resident twice.
+// before writing them (layers.h) and asks for no copy (ParameterValues::kUnwritten): reading the
+// unwritten old storages made their pages resident on some kernels (an AMD EPYC Zen 5 guest,
+// Linux 6.18, 2026-12-06: LoadModelMemoryTest's load peaked at twice the weights, 220.0 MiB for
+// 104.0, and at 116.2 without the read), so no page of the weights is resident twice.
 #ifndef LOCKSTEP_MODEL_HUGE_PAGES_H_
 #define LOCKSTEP_MODEL_HUGE_PAGES_H_
 
@@ -30,8 +32,14 @@ struct HugePagePlacement {
   bool advised = false;  // the kernel accepted MADV_HUGEPAGE for the block
 };
 
+// What the parameters hold when they move: values to keep (copied bit for bit into the block), or
+// nothing yet (their new homes are left unwritten, for the caller to write; the old storages are
+// never read).
+enum class ParameterValues { kKeep, kUnwritten };
+
 // Errors: ResourceExhausted when the block cannot be allocated (nothing has moved then).
-absl::StatusOr<HugePagePlacement> MoveParametersToHugePages(torch::nn::Module& module);
+absl::StatusOr<HugePagePlacement> MoveParametersToHugePages(
+    torch::nn::Module& module, ParameterValues values = ParameterValues::kKeep);
 
 // An uninitialised contiguous 1-D CPU tensor of `num_elements` of `dtype` in memory aligned to
 // 2 MiB, rounded up to whole 2 MiB pages and advised MADV_HUGEPAGE before anything touches it

@@ -189,9 +189,12 @@ Transformer::Transformer(const ModelConfig& config, const ModelOptions& options)
     lm_head = register_module("lm_head", Linear(config.hidden_size, config.vocab_size, false,
                                                 options.compute_dtype, options.numeric_mode));
   }
-  // The parameters are still unwritten: move them into their block first (best effort: where it
-  // cannot be had they stay where they are), then write their starting values there.
-  if (options.huge_page_weights) (void)MoveParametersToHugePages(*this);
+  // The parameters are still unwritten: move them into their block first, without reading them
+  // (best effort: where it cannot be had they stay where they are), then write their starting
+  // values there.
+  if (options.huge_page_weights) {
+    (void)MoveParametersToHugePages(*this, ParameterValues::kUnwritten);
+  }
   ResetParameters(*this);
 }
 

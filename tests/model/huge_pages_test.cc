@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "model/checkpoint.h"
@@ -87,6 +88,33 @@ TEST(HugePagesTest, MovedWeightsKeepTheirBitsInOneAlignedBlock) {
     EXPECT_EQ(std::memcmp(p.data_ptr(), old.data_ptr(), p.nbytes()), 0) << item.key();
   }
   EXPECT_TRUE(torch::equal(Forward(*model), logits_before));
+}
+
+// The Transformer's own move (ParameterValues::kUnwritten): the same block and shapes, nothing
+// copied; the values the constructor writes afterwards are what the parameters hold.
+TEST(HugePagesTest, UnwrittenMovePlacesEveryParameterWithoutItsValues) {
+  std::shared_ptr<Transformer> model = CreateRandomModel(SmallConfig(), 5, Options(false));
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& item : model->named_parameters()) {
+    shapes[item.key()] = item.value().sizes().vec();
+  }
+  absl::StatusOr<HugePagePlacement> placed =
+      MoveParametersToHugePages(*model, ParameterValues::kUnwritten);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ(placed->bytes, ParameterBytes(*model));
+  const auto [lo, hi] = Extent(*model);
+  EXPECT_EQ(lo % (2 << 20), 0u);
+  EXPECT_LE(hi - lo, static_cast<uintptr_t>(placed->bytes + 64 * shapes.size()));
+  torch::NoGradGuard no_grad;
+  for (const auto& item : model->named_parameters()) {
+    torch::Tensor p = item.value();
+    EXPECT_EQ(p.sizes().vec(), shapes.at(item.key())) << item.key();
+    EXPECT_TRUE(p.requires_grad()) << item.key();
+    p.fill_(0.25);
+  }
+  for (const auto& item : model->named_parameters()) {
+    EXPECT_TRUE(torch::all(item.value() == 0.25).item<bool>()) << item.key();
+  }
 }
 
 TEST(HugePagesTest, MovedWeightsStillTrain) {
