@@ -107,13 +107,9 @@ int64_t CacheBytes(int name, int64_t fallback) {
 // which each was tuned with, until bench_linear_cold (it times both hints) says otherwise.
 bool PrefersNonTemporalStreamPrefetch() {
 #if defined(__x86_64__)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &ebx, 4);
-  std::memcpy(vendor + 4, &edx, 4);
-  std::memcpy(vendor + 8, &ecx, 4);
-  if (std::strcmp(vendor, "AuthenticAMD") != 0) return false;
+  __builtin_cpu_init();  // as DetectIsa: the vendor from the compiler's CPU model
+  if (!__builtin_cpu_is("amd")) return false;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // the family from CPUID leaf 1
   if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
   const unsigned base_family = (eax >> 8) & 0xf;
   const unsigned family = base_family == 0xf ? base_family + ((eax >> 20) & 0xff) : base_family;
