@@ -150,6 +150,10 @@ int main(int argc, char** argv) {
   int64_t column_block_kib = 0;
   app.add_option("--column-block-kib", column_block_kib,
                  "Weights per column block, in KiB (0 = the detected blocking)");
+  int64_t x_chunk_kib = 0;
+  app.add_option("--x-chunk-kib", x_chunk_kib,
+                 "Packed rows of x per K chunk of the in-cache tiles, in KiB (0 = the detected "
+                 "blocking)");
   CLI::Option* kernel_flag =
       app.add_option("--kernel", kernel_name, "Micro-kernel (default: the CPU's best)")
           ->check(CLI::IsMember({"avx512", "avx2", "portable"}));
@@ -162,6 +166,7 @@ int main(int argc, char** argv) {
   lockstep::kernels::LinearBlocking blocking;
   blocking.row_panel_bytes = row_panel_kib << 10;
   blocking.column_block_bytes = column_block_kib << 10;
+  blocking.x_chunk_bytes = x_chunk_kib << 10;
   lockstep::kernels::SetLinearBlocking(blocking);
   std::printf("blocking: %s\n", lockstep::kernels::LinearKernelDescription().c_str());
   if (kernel_flag->count() > 0) {

@@ -21,7 +21,8 @@
 //   block the first time a tile needs it, all of K) and read from there by every tile. Inside a
 //   tile, K is cut into chunks sized so MR rows of a chunk take half of L1 (rows K * 4 bytes
 //   apart alias in L1 when that is a multiple of 4 KiB, and 8 rows of K = 2048 do not fit L1 at
-//   all); for each chunk the block's W rows stream from L2 past those rows.
+//   all), or kept whole when MR rows of all of K take at most two thirds of L1
+//   (InCacheChunkLength); for each chunk the block's W rows stream from L2 past those rows.
 // - Decode-sized M (one row block): W streams from memory once and nothing reuses it, so the
 //   chunk is sized for the tile's rows in a quarter of L2 (stream_chunk_bytes), usually all of
 //   K: each weight row is then one long stream, read start to end, where L1-sized chunks broke it
@@ -255,6 +256,21 @@ int64_t ChunkLength(int64_t budget, int64_t rows, int64_t in_features) {
   return std::max<int64_t>((even + kLanes - 1) / kLanes * kLanes, kLanes);
 }
 
+// K chunks of an in-cache tile (W from L2): all of K when `rows` packed rows of it take at most
+// a third more than `budget` (two thirds of L1 for the detected half), else ChunkLength's. One
+// chunk carries no sums through memory between chunks; where several are needed, the smaller
+// ones leave L1 more room for the weight lines streaming past. On AMD EPYC Zen 5 (L1d 48 KiB),
+// 1 thread, bench_linear_raw, seven alternated pairs (2026-12-06): 512 x 1024 x 1024 (8 rows of
+// K = 1024, 32 KiB, in one chunk instead of two) ran at 0.85-0.95 of OpenBLAS in two chunks
+// (median 0.94), 0.95-1.04 in one (median 1.00); 512 x 2048 x 768 in two chunks of 1024 instead
+// of three of 688 gained nothing (1 thread: medians of five runs 0.87 both; 2 threads 0.86
+// against 0.94, noisy), hence chunks of half of L1 whenever K takes more than one.
+int64_t InCacheChunkLength(int64_t budget, int64_t rows, int64_t in_features) {
+  const int64_t whole = std::max<int64_t>((in_features + kLanes - 1) / kLanes * kLanes, kLanes);
+  if (rows * whole * int64_t{sizeof(float)} <= budget * 4 / 3) return whole;
+  return ChunkLength(budget, rows, in_features);
+}
+
 // Per-thread, 64-byte-aligned, grown on demand, never shrunk.
 class AlignedBuffer {
  public:
@@ -324,8 +340,8 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
   const int64_t chunk =
       streaming ? ChunkLength(Blocking().stream_chunk_bytes.load(std::memory_order_relaxed),
                               std::min<int64_t>(isa.main_rows, row_end - row_begin), depth)
-                : ChunkLength(Blocking().x_chunk_bytes.load(std::memory_order_relaxed),
-                              isa.main_rows, depth);
+                : InCacheChunkLength(Blocking().x_chunk_bytes.load(std::memory_order_relaxed),
+                                     isa.main_rows, depth);
   const int64_t num_chunks = std::max<int64_t>((depth + chunk - 1) / chunk, 1);
   const float* const x = packed_x->Rows(p, tiling, range);
   const int64_t x_stride = packed_x->stride();

@@ -54,7 +54,8 @@ const char* LinearKernelName();
 // W column block 256 KiB, x row panel 1024 KiB (L1d 32 KiB, L2 1024 KiB)", for benchmarks.
 std::string LinearKernelDescription();
 
-// Cache-derived blocking: x_chunk_bytes (packed rows of x per K chunk, half of L1d),
+// Cache-derived blocking: x_chunk_bytes (packed rows of x per K chunk, half of L1d; K is not
+// cut at all where the rows of all of it take at most a third more),
 // stream_chunk_bytes (the same where M is one row block and W streams from memory: a quarter of
 // L2), column_block_bytes (W per column block, half of L2) and row_panel_bytes (rows of x
 // that every column block passes over before the next rows, as large as L2) and stream_prefetch
