@@ -412,6 +412,7 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   json["weight_stream_gbps"] = weight_bytes *
                                json["roofline_decode_tokens_per_s" + rb].get<double>() /
                                flags.ratio_batch / 1e9;
+  json["weight_stream_lanes"] = StreamReadLanes();  // floats a load of the floor read
   json["python_threads"] = (*python)["threads"];
   json["python_omp_wait_policy"] = python_wait_policy != nullptr ? python_wait_policy : "";
   json["kernel_threads"] = workers["fast"]["kernel_threads"];
@@ -512,9 +513,10 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
               verdict(vs_python >= kVsPythonTarget), vs_python_cpu, vs_python_invariant);
   std::printf(
       "  %-40s %10.3f  (memory floor / python: the most any engine could show here; "
-      "weights streamed at %.1f GB/s; fast engine at %.2f of the floor)\n",
+      "weights streamed at %.1f GB/s in %d-float loads; fast engine at %.2f of the floor)\n",
       ("roofline_vs_python" + rb).c_str(), roofline_vs_python,
-      json["weight_stream_gbps"].get<double>(), json["fast_vs_roofline" + rb].get<double>());
+      json["weight_stream_gbps"].get<double>(), StreamReadLanes(),
+      json["fast_vs_roofline" + rb].get<double>());
   std::printf(
       "  against the memory floor read just before and after each run (the faster read); the "
       "median of %d runs\n",

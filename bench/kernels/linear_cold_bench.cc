@@ -179,14 +179,15 @@ int main(int argc, char** argv) {
   const double bytes = static_cast<double>(b.weights.size()) * sizeof(float);
   std::printf(
       "bench_linear_cold: %.0f MiB of weights (base preset decode step), x of %ld rows, "
-      "kernel %s, best of %d rounds, weights on %s pages\n",
+      "kernel %s, best of %d rounds, weights on %s pages, plain read in %d-float loads\n",
       bytes / (1 << 20), static_cast<long>(rows), lockstep::kernels::LinearKernelName(), rounds,
-      b.weights.huge() ? "2 MiB (advised)" : "4 KiB");
+      b.weights.huge() ? "2 MiB (advised)" : "4 KiB", StreamReadLanes());
 
   nlohmann::json json = {{"rows", rows},
                          {"weights_mib", bytes / (1 << 20)},
                          {"kernel", lockstep::kernels::LinearKernelName()},
-                         {"huge_pages", b.weights.huge()}};
+                         {"huge_pages", b.weights.huge()},
+                         {"stream_read_lanes", StreamReadLanes()}};
   const std::vector<std::string> families = {"attention", "mlp_in", "down", "lm_head"};
   std::vector<float> sums(2, 0.0f);
   using lockstep::kernels::CurrentLinearBlocking;
