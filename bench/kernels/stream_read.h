@@ -54,7 +54,9 @@ __attribute__((always_inline)) inline float VectorSum(const float* data, int64_t
   float tail = 0;
   for (; i < count; ++i) tail += data[i];
   const Vec total = ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7));
-  return total[0] + total[Lanes - 1] + tail;
+  float sum = tail;
+  for (int lane = 0; lane < Lanes; ++lane) sum += total[lane];
+  return sum;
 }
 
 #if defined(__x86_64__)
