@@ -3,7 +3,9 @@
 //   build/bench/bench_model [--preset base] [--json FILE] [--seconds 3] [--threads 0]
 // Prints a table and writes JSON: forward_tokens_per_s (training path, batch x seq),
 // decode_tokens_per_s (paged path, one token per sequence per step), blas_gflops (512x1024x1024
-// LibTorch matmul).
+// LibTorch matmul). --decode-op-times also times the decode steps op by op (OpTimer) and prints
+// each op's milliseconds a step and share of the step (JSON decode_op_ms_per_step).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   double seconds = 3.0;
   int threads = 0;
   int64_t batch_size = 8, seq_len = 256, decode_context = 128, decode_steps = 32;
+  bool decode_op_times = false;
   app.add_option("--preset", preset)->capture_default_str();
   app.add_option("--arch", arch_name)->capture_default_str();
   app.add_option("--mode", mode_name, "Numeric mode: fast or batch_invariant")
@@ -35,6 +38,8 @@ int main(int argc, char** argv) {
   app.add_option("--seq", seq_len)->capture_default_str();
   app.add_option("--decode-context", decode_context)->capture_default_str();
   app.add_option("--decode-steps", decode_steps)->capture_default_str();
+  app.add_flag("--decode-op-times", decode_op_times,
+               "Also time the decode steps op by op and print where a step goes");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
 
@@ -64,6 +69,30 @@ int main(int argc, char** argv) {
               ("decode_tokens_per_s (paged, batch " + std::to_string(batch_size) + ", ctx " +
                std::to_string(decode_context) + ")").c_str(), decode);
 
+  nlohmann::json op_ms = nlohmann::json::object();
+  if (decode_op_times) {
+    // A second decode run with the timer (the taps cost a clock read each, so its rate is not
+    // the one above): per op, ms a step over every layer, largest first.
+    OpTimer timer;
+    const double timed = DecodeTokensPerSecond(*model, batch_size, decode_context, decode_steps,
+                                               &timer);
+    const double step_ms = timer.TotalSeconds() * 1e3 / decode_steps;
+    std::printf("  decode op times (a second run, %.1f tokens/s): %.3f ms a step\n", timed,
+                step_ms);
+    std::vector<Op> ops;
+    for (int i = 0; i < kNumOps; ++i) {
+      if (timer.Calls(static_cast<Op>(i)) > 0) ops.push_back(static_cast<Op>(i));
+    }
+    std::sort(ops.begin(), ops.end(),
+              [&](Op a, Op b) { return timer.Seconds(a) > timer.Seconds(b); });
+    for (Op op : ops) {
+      const double ms = timer.Seconds(op) * 1e3 / decode_steps;
+      op_ms[OpName(op)] = ms;
+      std::printf("    %-20s %8.3f ms  %5.1f%%  (%ld calls a step)\n", OpName(op), ms,
+                  100.0 * ms / step_ms, static_cast<long>(timer.Calls(op) / decode_steps));
+    }
+  }
+
   if (!json_path.empty()) {
     nlohmann::json json = {{"preset", preset},
                            {"arch", arch_name},
@@ -77,6 +106,7 @@ int main(int argc, char** argv) {
                            {"blas_gflops", blas},
                            {"forward_tokens_per_s", forward},
                            {"decode_tokens_per_s", decode}};
+    if (decode_op_times) json["decode_op_ms_per_step"] = op_ms;
     std::ofstream(json_path) << json.dump(2) << "\n";
     std::printf("wrote %s\n", json_path.c_str());
   }

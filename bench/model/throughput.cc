@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "model/ops.h"
+
 // Weak: resolved where LibTorch runs on OpenBLAS (Debian's), null under another BLAS.
 extern "C" char* openblas_get_corename(void) __attribute__((weak));
 
@@ -76,7 +78,7 @@ double ForwardTokensPerSecond(Transformer& model, int64_t batch_size, int64_t se
 }
 
 double DecodeTokensPerSecond(Transformer& model, int64_t batch_size, int64_t context,
-                             int64_t steps) {
+                             int64_t steps, OpTimer* timer) {
   torch::NoGradGuard no_grad;
   const int64_t block_size = 16;
   const int64_t blocks_per_sequence = (context + steps + block_size - 1) / block_size;
@@ -92,11 +94,13 @@ double DecodeTokensPerSecond(Transformer& model, int64_t batch_size, int64_t con
   std::vector<std::vector<int64_t>> step_tokens(batch_size, std::vector<int64_t>{1});
   std::fill(starts.begin(), starts.end(), context);
   const auto start = Clock::now();
+  if (timer != nullptr) timer->Mark();
   for (int64_t step = 0; step < steps; ++step) {
     PackedBatch batch = *PackContinuations(step_tokens, starts);
-    torch::Tensor hidden = *model.Hidden(batch, paged);
-    torch::Tensor next =
-        model.Logits(Transformer::LastTokenRows(hidden, batch), paged.kind).argmax(-1);
+    torch::Tensor hidden = *model.Hidden(batch, paged, timer);
+    torch::Tensor logits = model.Logits(Transformer::LastTokenRows(hidden, batch), paged.kind);
+    if (timer != nullptr) timer->OnOutput(-1, Op::kLmHead, logits, nullptr);
+    torch::Tensor next = ops::ArgMaxRows(logits);  // as the engine's greedy sampler
     for (int64_t s = 0; s < batch_size; ++s) {
       step_tokens[s][0] = next[s].item<int64_t>();
       ++starts[s];

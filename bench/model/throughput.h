@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "bench/model/op_timer.h"
 #include "model/transformer.h"
 
 namespace lockstep::bench {
@@ -32,9 +33,11 @@ double ForwardTokensPerSecond(Transformer& model, int64_t batch_size, int64_t se
                               double seconds);
 
 // Paged decode: batch_size sequences prefilled to `context` tokens, then `steps` steps of one
-// token per sequence (logits of the new rows and argmax included). Tokens per second.
+// token per sequence (logits of the new rows and argmax included). Tokens per second. With a
+// `timer`, each timed step's ops are charged to it (the LM head's logits as Op::kLmHead; the
+// argmax and the next step's set-up go to the step's first op, the embedding).
 double DecodeTokensPerSecond(Transformer& model, int64_t batch_size, int64_t context,
-                             int64_t steps);
+                             int64_t steps, OpTimer* timer = nullptr);
 
 }  // namespace lockstep::bench
 
