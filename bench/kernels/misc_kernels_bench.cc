@@ -22,11 +22,15 @@
 #include "model/kernels/log_softmax_cpu.h"
 #include "model/kernels/rms_norm_cpu.h"
 #include "model/kernels/silu_mul_cpu.h"
+#include "tests/kernels/simd_levels.h"
 
 namespace lockstep::bench {
 namespace {
 
 using kernels::SimdLevel;
+using kernels::testing::AvailableSimdLevels;
+using kernels::testing::RandomFloats;
+using kernels::testing::ScopedSimdLevel;
 
 const char* LevelName(SimdLevel level) {
   switch (level) {
@@ -37,22 +41,6 @@ const char* LevelName(SimdLevel level) {
     default:
       return "portable";
   }
-}
-
-// Every SIMD level this CPU runs, lowest first.
-std::vector<SimdLevel> Levels() {
-  std::vector<SimdLevel> levels = {SimdLevel::kPortable};
-  if (kernels::SupportedSimdLevel() >= SimdLevel::kAvx2) levels.push_back(SimdLevel::kAvx2);
-  if (kernels::SupportedSimdLevel() >= SimdLevel::kAvx512) levels.push_back(SimdLevel::kAvx512);
-  return levels;
-}
-
-std::vector<float> RandomFloats(int64_t n, float lo, float hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
 }
 
 // Best of `reps` runs of fn, in milliseconds.
@@ -85,8 +73,8 @@ void LogSoftmax(const Flags& flags) {
   std::vector<int64_t> targets(rows);
   for (int64_t r = 0; r < rows; ++r) targets[r] = (r * 7919) % vocab;
   std::vector<float> out(rows), full(rows * vocab);
-  for (SimdLevel level : Levels()) {
-    kernels::SetSimdLevelForTesting(level);
+  for (SimdLevel level : AvailableSimdLevels()) {
+    ScopedSimdLevel scoped(level);
     for (float t : {1.0f, 0.7f}) {
       const double target_ms = BestMs(RepsAt(level, flags), [&] {
         kernels::TargetLogProbsRows(logits.data(), targets.data(), out.data(), vocab, t, 0, rows);
@@ -109,8 +97,8 @@ void NormSilu(const Flags& flags) {
   const std::vector<float> gate = RandomFloats(rows * inter, -8.0f, 8.0f, 4);
   const std::vector<float> up = RandomFloats(rows * inter, -3.0f, 3.0f, 5);
   std::vector<float> y(rows * dim), h(rows * inter);
-  for (SimdLevel level : Levels()) {
-    kernels::SetSimdLevelForTesting(level);
+  for (SimdLevel level : AvailableSimdLevels()) {
+    ScopedSimdLevel scoped(level);
     const double norm_ms = BestMs(RepsAt(level, flags), [&] {
       kernels::RmsNormRows(x.data(), w.data(), y.data(), dim, 1e-6, 0, rows);
     });
@@ -144,8 +132,8 @@ void Attention(const Flags& flags) {
     const int64_t q_floats = c.queries * c.num_heads * c.head_dim;
     const std::vector<float> q = RandomFloats(c.num_seqs * q_floats, -2.0f, 2.0f, 9);
     std::vector<float> out(q.size());
-    for (SimdLevel level : Levels()) {
-      kernels::SetSimdLevelForTesting(level);
+    for (SimdLevel level : AvailableSimdLevels()) {
+      ScopedSimdLevel scoped(level);
       const double ms = BestMs(RepsAt(level, flags), [&] {
         for (int64_t s = 0; s < c.num_seqs; ++s) {
           kernels::AttentionProblem p;

@@ -1,5 +1,5 @@
-// Helpers for the batch-invariant kernel tests: bit-exact comparison and
-// SIMD-level sweeps.
+// Helpers for the batch-invariant kernel tests: bit-exact comparison, and the
+// SIMD-level sweeps of simd_levels.h.
 #ifndef LOCKSTEP_TESTS_KERNELS_BIT_TEST_UTIL_H_
 #define LOCKSTEP_TESTS_KERNELS_BIT_TEST_UTIL_H_
 
@@ -7,10 +7,10 @@
 
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "model/kernels/deterministic_math_cpu.h"
+#include "tests/kernels/simd_levels.h"
 
 namespace lockstep::kernels::testing {
 
@@ -38,35 +38,6 @@ inline ::testing::AssertionResult SameBits(const std::vector<float>& a,
   if (a.size() != b.size())
     return ::testing::AssertionFailure() << "size differs";
   return SameBits(a.data(), b.data(), static_cast<int64_t>(a.size()));
-}
-
-// Every SIMD level this CPU runs, lowest first.
-inline std::vector<SimdLevel> AvailableSimdLevels() {
-  std::vector<SimdLevel> levels = {SimdLevel::kPortable};
-  if (SupportedSimdLevel() >= SimdLevel::kAvx2)
-    levels.push_back(SimdLevel::kAvx2);
-  if (SupportedSimdLevel() >= SimdLevel::kAvx512)
-    levels.push_back(SimdLevel::kAvx512);
-  return levels;
-}
-
-// Sets the kernels' SIMD level for one scope, then restores the best supported
-// level.
-class ScopedSimdLevel {
- public:
-  explicit ScopedSimdLevel(SimdLevel level) { SetSimdLevelForTesting(level); }
-  ~ScopedSimdLevel() { SetSimdLevelForTesting(SupportedSimdLevel()); }
-  ScopedSimdLevel(const ScopedSimdLevel&) = delete;
-  ScopedSimdLevel& operator=(const ScopedSimdLevel&) = delete;
-};
-
-inline std::vector<float> RandomFloats(int64_t n, float lo, float hi,
-                                       uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
 }
 
 }  // namespace lockstep::kernels::testing
