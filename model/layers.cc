@@ -18,6 +18,20 @@ void LinearImpl::ResetParameters() {
   if (bias.defined()) bias.zero_();
 }
 
+std::vector<torch::Tensor> ForwardLinears(const torch::Tensor& x,
+                                          std::initializer_list<const LinearImpl*> linears,
+                                          ForwardKind kind) {
+  TORCH_CHECK(linears.size() > 0, "ForwardLinears needs at least one linear");
+  const NumericMode mode = (*linears.begin())->mode();
+  std::vector<torch::Tensor> weights, biases;
+  for (const LinearImpl* linear : linears) {
+    TORCH_CHECK(linear->mode() == mode, "ForwardLinears: the linears' numeric modes differ");
+    weights.push_back(linear->weight);
+    biases.push_back(linear->bias);
+  }
+  return ops::Linears(x, weights, biases, mode, kind);
+}
+
 RmsNormImpl::RmsNormImpl(int64_t dim, double eps, torch::Dtype dtype, NumericMode mode)
     : eps_(eps), mode_(mode) {
   weight = register_parameter("weight", torch::empty({dim}, dtype));

@@ -3,7 +3,9 @@
 #ifndef LOCKSTEP_MODEL_LAYERS_H_
 #define LOCKSTEP_MODEL_LAYERS_H_
 
+#include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -22,6 +24,7 @@ class LinearImpl : public torch::nn::Module {
     return ops::Linear(x, weight, bias, mode_, kind);
   }
   void ResetParameters();  // zeros
+  NumericMode mode() const { return mode_; }
 
   torch::Tensor weight;  // [out, in]
   torch::Tensor bias;    // [out] or undefined
@@ -30,6 +33,13 @@ class LinearImpl : public torch::nn::Module {
   NumericMode mode_;
 };
 TORCH_MODULE(Linear);
+
+// The same x through several linears of one mode (q, k and v; gate and up): output i is
+// linears[i]->forward(x, kind), bit for bit, and where the kernel runs them all they are one
+// kernel call (ops::Linears): at decode, one parallel region instead of one per projection.
+std::vector<torch::Tensor> ForwardLinears(const torch::Tensor& x,
+                                          std::initializer_list<const LinearImpl*> linears,
+                                          ForwardKind kind);
 
 class RmsNormImpl : public torch::nn::Module {
  public:

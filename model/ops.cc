@@ -43,16 +43,36 @@ int64_t Rows(const torch::Tensor& x) { return x.dim() == 0 ? 1 : x.numel() / x.s
 
 bool CpuFloat(const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat32; }
 
+// Whether Linear runs our kernel for x through `weight`.
+bool LinearInKernel(const torch::Tensor& x, const torch::Tensor& weight, NumericMode mode,
+                    ForwardKind kind) {
+  return Invariant(mode) || (CpuFloat(x) && CpuFloat(weight) &&
+                             (Rows(x) <= kFastKernelMaxRows || kind == ForwardKind::kPaged));
+}
+
 }  // namespace
 
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      NumericMode mode, ForwardKind kind) {
-  if (Invariant(mode)) return kernels::FixedOrderLinear(x, weight, bias);
-  if (CpuFloat(x) && CpuFloat(weight) &&
-      (Rows(x) <= kFastKernelMaxRows || kind == ForwardKind::kPaged)) {
-    return kernels::FixedOrderLinear(x, weight, bias);
-  }
+  if (LinearInKernel(x, weight, mode, kind)) return kernels::FixedOrderLinear(x, weight, bias);
   return torch::nn::functional::linear(x, weight, bias);
+}
+
+std::vector<torch::Tensor> Linears(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                                   const std::vector<torch::Tensor>& biases, NumericMode mode,
+                                   ForwardKind kind) {
+  TORCH_CHECK(biases.size() == weights.size(), "linears: ", weights.size(), " weights but ",
+              biases.size(), " biases");
+  bool all_in_kernel = true;
+  for (const torch::Tensor& weight : weights) {
+    all_in_kernel = all_in_kernel && LinearInKernel(x, weight, mode, kind);
+  }
+  if (all_in_kernel) return kernels::FixedOrderLinears(x, weights, biases);
+  std::vector<torch::Tensor> outputs;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    outputs.push_back(Linear(x, weights[i], biases[i], mode, kind));
+  }
+  return outputs;
 }
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,

@@ -27,6 +27,14 @@ namespace lockstep::ops {
 torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                      NumericMode mode, ForwardKind kind);
 
+// The same x through several linears (q, k and v; gate and up): output i is what
+// Linear(x, weights[i], biases[i], mode, kind) gives, bit for bit. Where Linear runs our kernel
+// for all of them, they are one kernel call (kernels::FixedOrderLinears). biases: one per weight,
+// undefined for none.
+std::vector<torch::Tensor> Linears(const torch::Tensor& x, const std::vector<torch::Tensor>& weights,
+                                   const std::vector<torch::Tensor>& biases, NumericMode mode,
+                                   ForwardKind kind);
+
 // Hugging Face RMSNorm: in float32, x * rsqrt(mean(x^2) + eps), cast back, times weight.
 // Float32 CPU inputs run the fixed-order kernel in both modes (except many short rows, see
 // ops.cc): at 2 threads stock LibTorch 1.13 takes 21 us on [8, 768] and 78 on [256, 768] where

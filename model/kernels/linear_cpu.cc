@@ -45,6 +45,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -414,11 +415,41 @@ void LinearTiles(const LinearProblem& problem, int64_t tile_begin, int64_t tile_
 }
 
 void LinearClaimedTiles(const LinearProblem& problem, TileClaims* claims, int part) {
-  if (Empty(problem)) return;
-  const Tiling tiling = ChooseTiling(problem.rows, problem.out_features, problem.in_features);
-  PackedX packed_x(problem.in_features);  // one per thread and call: packed rows are reused
+  LinearClaimedTiles(&problem, 1, claims, part);
+}
+
+int64_t NumLinearTiles(const LinearProblem* problems, int count) {
+  int64_t tiles = 0;
+  for (int i = 0; i < count; ++i) tiles += NumLinearTiles(problems[i]);
+  return tiles;
+}
+
+void LinearClaimedTiles(const LinearProblem* problems, int count, TileClaims* claims, int part) {
+  // The problem a tile belongs to is found by walking the problems' tile counts (a handful).
+  std::vector<Tiling> tilings;
+  std::vector<int64_t> first_tiles;  // problem i's tiles: [first_tiles[i], first_tiles[i + 1])
+  tilings.reserve(count);
+  first_tiles.reserve(count + 1);
+  first_tiles.push_back(0);
+  for (int i = 0; i < count; ++i) {
+    const LinearProblem& p = problems[i];
+    tilings.push_back(ChooseTiling(p.rows, p.out_features, p.in_features));
+    const Tiling& t = tilings.back();
+    first_tiles.push_back(first_tiles.back() +
+                          (Empty(p) ? 0 : t.num_row_blocks * t.num_column_blocks));
+  }
+  // One PackedX per thread and problem in turn: the packed rows are reused by the problem's
+  // following tiles, and packed afresh when a tile of another problem comes.
+  std::optional<PackedX> packed_x;
+  int current = -1;
   for (int64_t tile = claims->Next(part); tile >= 0; tile = claims->Next(part)) {
-    ComputeTile(BestIsa(), problem, tiling, tile, &packed_x);
+    int i = 0;
+    while (tile >= first_tiles[i + 1]) ++i;
+    if (i != current) {
+      current = i;
+      packed_x.emplace(problems[i].in_features);
+    }
+    ComputeTile(BestIsa(), problems[i], tilings[i], tile - first_tiles[i], &*packed_x);
   }
 }
 

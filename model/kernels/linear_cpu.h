@@ -46,6 +46,13 @@ void LinearTiles(const LinearProblem& problem, int64_t tile_begin, int64_t tile_
 // a team that shares `claims` (made for NumLinearTiles(problem) tiles) computes every tile once.
 void LinearClaimedTiles(const LinearProblem& problem, TileClaims* claims, int part);
 
+// Several problems as one team's work: one parallel region where a caller would otherwise start
+// one per problem (q, k and v of one x at decode; gate and up). Tiles are numbered problem by
+// problem, each problem's as NumLinearTiles numbers them, so a problem's outputs are the bits it
+// gets alone. `problems` points at `count` >= 0 problems, which may share x but not y.
+int64_t NumLinearTiles(const LinearProblem* problems, int count);
+void LinearClaimedTiles(const LinearProblem* problems, int count, TileClaims* claims, int part);
+
 // Name of the micro-kernel family picked for this CPU ("avx512", "avx2", "portable"), for
 // benchmarks.
 const char* LinearKernelName();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "model/kernels/linear_cpu.h"
 #include "model/kernels/ops_cuda.h"
@@ -17,12 +18,21 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-torch::Tensor RunLinear(const torch::Tensor& x2d, const torch::Tensor& weight,
-                        const torch::Tensor& bias) {
-  if (x2d.is_cuda()) return LinearOnCuda(x2d, weight, bias);
-  torch::Tensor x = x2d.contiguous();
-  torch::Tensor w = weight.contiguous();
-  torch::Tensor y = torch::empty({x.size(0), w.size(0)}, x.options());
+void CheckLinearInputs(const torch::Tensor& x, const torch::Tensor& weight) {
+  const bool cuda_bfloat16 = x.is_cuda() && x.scalar_type() == torch::kBFloat16 &&
+                             weight.scalar_type() == torch::kBFloat16;
+  TORCH_CHECK(((x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32) ||
+               cuda_bfloat16) &&
+                  weight.dim() == 2,
+              "batch-invariant linear needs float32 input and a 2-D float32 weight (or both "
+              "bfloat16 on CUDA)");
+  TORCH_CHECK(x.size(-1) == weight.size(1), "linear: input features ", x.size(-1),
+              " != weight in_features ", weight.size(1));
+}
+
+// The problem of y = x W^T (+ b) for a contiguous 2-D float32 x, W and y.
+LinearProblem MakeProblem(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
+                          const torch::Tensor& y) {
   LinearProblem problem;
   problem.x = x.data_ptr<float>();
   problem.x_stride = x.size(1);
@@ -33,18 +43,48 @@ torch::Tensor RunLinear(const torch::Tensor& x2d, const torch::Tensor& weight,
   problem.bias = bias.defined() ? bias.data_ptr<float>() : nullptr;
   problem.y = y.data_ptr<float>();
   problem.y_stride = w.size(0);
-  if (problem.rows == 0) return y;
-  // One part per thread of the pool: parallel_for hands each thread one part (or the caller all
-  // of them, when it runs inline), and a thread done with its own range takes the others' last
-  // tiles.
-  const int64_t num_tiles = NumLinearTiles(problem);
+  return problem;
+}
+
+// All tiles of `problems` in one parallel region. One part per thread of the pool: parallel_for
+// hands each thread one part (or the caller all of them, when it runs inline), and a thread done
+// with its own range takes the others' last tiles.
+void RunProblems(const std::vector<LinearProblem>& problems) {
+  const int count = static_cast<int>(problems.size());
+  const int64_t num_tiles = NumLinearTiles(problems.data(), count);
+  if (num_tiles == 0) return;
   TileClaims claims(num_tiles,
                     static_cast<int>(std::min<int64_t>(at::get_num_threads(), num_tiles)));
   at::parallel_for(0, claims.num_parts(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t part = begin; part < end; ++part) {
-      LinearClaimedTiles(problem, &claims, static_cast<int>(part));
+      LinearClaimedTiles(problems.data(), count, &claims, static_cast<int>(part));
     }
   });
+}
+
+// x2d [M, K] through each weight: one region for all of them (the CPU kernel's inputs).
+std::vector<torch::Tensor> RunLinears(const torch::Tensor& x2d,
+                                      const std::vector<torch::Tensor>& weights,
+                                      const std::vector<torch::Tensor>& biases) {
+  const torch::Tensor x = x2d.contiguous();
+  std::vector<torch::Tensor> keep_alive, outputs;
+  std::vector<LinearProblem> problems;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    keep_alive.push_back(weights[i].contiguous());
+    outputs.push_back(torch::empty({x.size(0), weights[i].size(0)}, x.options()));
+    problems.push_back(MakeProblem(x, keep_alive.back(), biases[i], outputs.back()));
+  }
+  RunProblems(problems);
+  return outputs;
+}
+
+torch::Tensor RunLinear(const torch::Tensor& x2d, const torch::Tensor& weight,
+                        const torch::Tensor& bias) {
+  if (x2d.is_cuda()) return LinearOnCuda(x2d, weight, bias);
+  const torch::Tensor x = x2d.contiguous();
+  const torch::Tensor w = weight.contiguous();
+  torch::Tensor y = torch::empty({x.size(0), w.size(0)}, x.options());
+  RunProblems({MakeProblem(x, w, bias, y)});
   return y;
 }
 
@@ -86,19 +126,38 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
 
 torch::Tensor FixedOrderLinear(const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias) {
-  const bool cuda_bfloat16 = x.is_cuda() && x.scalar_type() == torch::kBFloat16 &&
-                             weight.scalar_type() == torch::kBFloat16;
-  TORCH_CHECK(((x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32) ||
-               cuda_bfloat16) &&
-                  weight.dim() == 2,
-              "batch-invariant linear needs float32 input and a 2-D float32 weight (or both "
-              "bfloat16 on CUDA)");
-  TORCH_CHECK(x.size(-1) == weight.size(1), "linear: input features ", x.size(-1),
-              " != weight in_features ", weight.size(1));
+  CheckLinearInputs(x, weight);
   if (!WantsGrad(x, weight, bias)) return RunLinearNd(x, weight, bias);
   c10::optional<torch::Tensor> maybe_bias;
   if (bias.defined()) maybe_bias = bias;
   return LinearFunction::apply(x, weight, maybe_bias);
+}
+
+std::vector<torch::Tensor> FixedOrderLinears(const torch::Tensor& x,
+                                             const std::vector<torch::Tensor>& weights,
+                                             const std::vector<torch::Tensor>& biases) {
+  TORCH_CHECK(biases.size() == weights.size(), "linears: ", weights.size(), " weights but ",
+              biases.size(), " biases");
+  bool separately = x.is_cuda() || WantsGrad(x);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    separately = separately || WantsGrad(weights[i], biases[i]);
+  }
+  std::vector<torch::Tensor> outputs;
+  if (separately) {  // autograd's graph, or the CUDA kernel: one call each
+    for (size_t i = 0; i < weights.size(); ++i) {
+      outputs.push_back(FixedOrderLinear(x, weights[i], biases[i]));
+    }
+    return outputs;
+  }
+  for (size_t i = 0; i < weights.size(); ++i) CheckLinearInputs(x, weights[i]);
+  if (x.dim() == 2) return RunLinears(x, weights, biases);
+  outputs = RunLinears(x.reshape({-1, x.size(-1)}), weights, biases);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = weights[i].size(0);
+    outputs[i] = outputs[i].view(shape);
+  }
+  return outputs;
 }
 
 int KernelThreads(int64_t num_items) {

@@ -327,6 +327,42 @@ TEST(LinearCpuTest, AnySplitOfTheTileRangeGivesTheSameBits) {
   SetLinearBlocking(LinearBlocking());
 }
 
+// Several problems claimed as one team's tiles (q, k and v of one x; a problem with its own x and
+// K; one with no columns): every problem's outputs are the bits it gets alone.
+TEST(LinearCpuTest, ProblemsClaimedTogetherGetTheBitsEachGetsAlone) {
+  for (const int64_t m : {1, 8, 100}) {
+    Case q(m, 256, 500, true), k(m, 256, 130, false), v(m, 256, 130, true), other(m, 96, 70);
+    Case no_columns(m, 256, 0);
+    for (Case* c : {&k, &v, &no_columns}) c->x = q.x;  // one x, as q, k and v share theirs
+    std::vector<Case*> cases = {&q, &k, &no_columns, &other, &v};
+    std::vector<std::vector<float>> alone;
+    for (Case* c : cases) alone.push_back(c->Run());
+    std::vector<LinearProblem> problems;
+    int64_t tiles = 0;
+    for (Case* c : cases) {
+      std::fill(c->y.begin(), c->y.end(), NAN);
+      problems.push_back(c->Problem());
+      tiles += NumLinearTiles(problems.back());
+    }
+    const int count = static_cast<int>(problems.size());
+    ASSERT_EQ(NumLinearTiles(problems.data(), count), tiles);
+    // A team of three, one of them late: the others take its tiles, of whichever problems.
+    TileClaims claims(tiles, 3);
+    std::vector<std::thread> team;
+    for (int part = 0; part < 3; ++part) {
+      team.emplace_back([&, part] {
+        if (part == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        LinearClaimedTiles(problems.data(), count, &claims, part);
+      });
+    }
+    for (std::thread& thread : team) thread.join();
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_EQ(CountDifferentBits(alone[i], cases[i]->y), 0) << "problem " << i << ", M=" << m;
+    }
+  }
+  EXPECT_EQ(NumLinearTiles(nullptr, 0), 0);
+}
+
 // With row panels of one row block, of two (the last panel shorter) or of all rows.
 TEST(LinearCpuTest, DistinctTilesWriteDisjointOutputsCoveringY) {
   for (const int64_t panel_bytes : {int64_t{4}, int64_t{2 * 64 * 32 * 4}, int64_t{1} << 30}) {

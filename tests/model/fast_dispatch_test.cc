@@ -26,6 +26,33 @@ TEST(FastDispatchTest, PagedForwardTakesTheKernelAtAnySize) {
       torch::equal(ops::Linear(x, w, {}, NumericMode::kFast, ForwardKind::kTraining), stock));
 }
 
+// ops::Linears gives each weight what ops::Linear gives it: stock above decode size in a
+// training forward in fast mode, the kernel in a paged one and in batch-invariant mode.
+TEST(FastDispatchTest, LinearsDispatchAsLinearDoesForEachWeight) {
+  torch::manual_seed(4);
+  const torch::Tensor x = torch::randn({200, 768});
+  const std::vector<torch::Tensor> weights = {torch::randn({96, 768}), torch::randn({48, 768})};
+  const std::vector<torch::Tensor> biases = {torch::Tensor(), torch::randn({48})};
+  ASSERT_FALSE(torch::equal(kernels::FixedOrderLinear(x, weights[0], {}),
+                            torch::nn::functional::linear(x, weights[0])));
+  for (const NumericMode mode : {NumericMode::kFast, NumericMode::kBatchInvariant}) {
+    for (const ForwardKind kind : {ForwardKind::kTraining, ForwardKind::kPaged}) {
+      for (const int64_t rows : {int64_t{1}, int64_t{200}}) {
+        const torch::Tensor rows_of_x = x.narrow(0, 0, rows);
+        const std::vector<torch::Tensor> together =
+            ops::Linears(rows_of_x, weights, biases, mode, kind);
+        ASSERT_EQ(together.size(), 2u);
+        for (size_t i = 0; i < 2; ++i) {
+          EXPECT_TRUE(
+              torch::equal(together[i], ops::Linear(rows_of_x, weights[i], biases[i], mode, kind)))
+              << "weight " << i << ", " << rows << " rows, mode " << static_cast<int>(mode)
+              << ", kind " << static_cast<int>(kind);
+        }
+      }
+    }
+  }
+}
+
 // Keeps layer 0's input norm and q_proj outputs.
 class QProjInputs : public ForwardObserver {
  public:
