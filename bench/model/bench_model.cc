@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
     const double step_ms = timer.TotalSeconds() * 1e3 / decode_steps;
     std::printf("  decode op times (a second run, %.1f tokens/s): %.3f ms a step\n", timed,
                 step_ms);
+    // q, k and v are one kernel call, as are gate and up (model/layers.h, ForwardLinears).
+    std::printf("  (q_proj includes k_proj and v_proj, gate_proj includes up_proj: one call each)\n");
     std::vector<Op> ops;
     for (int i = 0; i < kNumOps; ++i) {
       if (timer.Calls(static_cast<Op>(i)) > 0) ops.push_back(static_cast<Op>(i));

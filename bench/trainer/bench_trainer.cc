@@ -1,13 +1,16 @@
 // bench_trainer: training throughput of the trainer library (forward + backward + AdamW per
 // step) in batch-invariant and fast modes, with the LibTorch GEMM rate measured in the same run.
 //   build/bench/bench_trainer [--preset base] [--arch qwen3|llama|qwen3_moe] [--json FILE]
-//       [--steps 2] [--warmup 1]
+//       [--steps 3] [--warmup 1]
 //       [--micro-batch-tokens 4096] [--seq 512] [--threads 0] [--modes both]
 // Each step is one packed micro-batch of --micro-batch-tokens tokens (sequences of --seq tokens,
-// a quarter prompt, the rest completion). Achieved GFLOP/s = 6 x parameters x tokens / time,
+// a quarter prompt, the rest completion). The two modes' trainers exist side by side and step in
+// turn, the order swapped every round, so that drift in the machine's speed reaches both. Achieved GFLOP/s = 6 x parameters x tokens / time,
 // counting a Qwen3-MoE's active parameters (each token's k experts, the whole router).
 // JSON keys: tokens_per_s_fast, tokens_per_s_batch_invariant, gflops_*, blas_gflops, bi_vs_fast
-// (batch-invariant / fast tokens per second), mfu_vs_blas (fast-mode GFLOP/s / BLAS GFLOP/s)
+// (batch-invariant / fast tokens per second, of each mode's fastest timed step),
+// bi_vs_fast_rounds (the same ratio of each round's two timed steps) and bi_vs_fast_median
+// (their median), mfu_vs_blas (fast-mode GFLOP/s / BLAS GFLOP/s)
 // and mfu_vs_blas_batch_invariant, omp_wait_policy (it runs with the trainer service's policy,
 // common/openmp_wait.h, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set).
 #include <sys/resource.h>
@@ -18,6 +21,7 @@
 #include <ctime>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -87,30 +91,34 @@ std::vector<trainer::Rollout> MakeBatch(int64_t num_sequences, int64_t seq_len, 
   return batch;
 }
 
-absl::StatusOr<ModeResult> RunMode(const ModelConfig& config, NumericMode mode,
-                                   int64_t micro_batch_tokens, int64_t seq_len, int warmup,
-                                   int steps) {
-  ModelOptions model_options;
-  model_options.numeric_mode = mode;
-  trainer::TrainerOptions options;
-  options.mode = mode;
-  options.lr = 1e-5;
-  options.micro_batch_tokens = micro_batch_tokens;
-  absl::StatusOr<std::unique_ptr<trainer::Trainer>> trainer =
-      trainer::Trainer::Create(CreateRandomModel(config, /*seed=*/0, model_options), options);
-  if (!trainer.ok()) return trainer.status();
-  const int64_t num_sequences = micro_batch_tokens / seq_len;
-  const int64_t tokens = num_sequences * seq_len;
-  ModeResult result;
-  result.seconds_per_step = 1e30;
-  result.cpu_seconds_per_step = 1e30;
-  for (int i = 0; i < warmup + steps; ++i) {
-    std::vector<trainer::Rollout> batch =
-        MakeBatch(num_sequences, seq_len, config.vocab_size, (*trainer)->weight_version(), i);
+// One mode's trainer and its step times so far.
+class ModeRun {
+ public:
+  static absl::StatusOr<std::unique_ptr<ModeRun>> Create(const ModelConfig& config,
+                                                         NumericMode mode,
+                                                         int64_t micro_batch_tokens,
+                                                         int64_t seq_len) {
+    ModelOptions model_options;
+    model_options.numeric_mode = mode;
+    trainer::TrainerOptions options;
+    options.mode = mode;
+    options.lr = 1e-5;
+    options.micro_batch_tokens = micro_batch_tokens;
+    absl::StatusOr<std::unique_ptr<trainer::Trainer>> trainer =
+        trainer::Trainer::Create(CreateRandomModel(config, /*seed=*/0, model_options), options);
+    if (!trainer.ok()) return trainer.status();
+    return std::unique_ptr<ModeRun>(
+        new ModeRun(config, mode, micro_batch_tokens / seq_len, seq_len, std::move(*trainer)));
+  }
+
+  // Step `i` (its batch depends on i); a warm-up step is printed but not counted.
+  absl::StatusOr<double> Step(int i, bool warmup) {
+    std::vector<trainer::Rollout> batch = MakeBatch(num_sequences_, seq_len_, config_.vocab_size,
+                                                    trainer_->weight_version(), i);
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = ProcessCpuSeconds();
     const int64_t faults_start = MinorPageFaults();
-    absl::StatusOr<trainer::StepMetrics> metrics = (*trainer)->TrainStep(batch);
+    absl::StatusOr<trainer::StepMetrics> metrics = trainer_->TrainStep(batch);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
@@ -120,25 +128,62 @@ absl::StatusOr<ModeResult> RunMode(const ModelConfig& config, NumericMode mode,
       return absl::InternalError("the batch was not packed into one micro-batch");
     }
     std::printf("    %s step %d%s: %.2f s (CPU %.2f s, %lld page faults), loss %.4f\n",
-                NumericModeName(mode), i, i < warmup ? " (warm-up)" : "", seconds, cpu_seconds,
+                NumericModeName(mode_), i, warmup ? " (warm-up)" : "", seconds, cpu_seconds,
                 static_cast<long long>(faults), metrics->loss);
     std::fflush(stdout);
-    if (i >= warmup && seconds < result.seconds_per_step) result.seconds_per_step = seconds;
-    if (i >= warmup && cpu_seconds < result.cpu_seconds_per_step) {
-      result.cpu_seconds_per_step = cpu_seconds;
-      result.page_faults_per_step = faults;
+    if (!warmup && seconds < result_.seconds_per_step) result_.seconds_per_step = seconds;
+    if (!warmup && cpu_seconds < result_.cpu_seconds_per_step) {
+      result_.cpu_seconds_per_step = cpu_seconds;
+      result_.page_faults_per_step = faults;
     }
-    result.loss = metrics->loss;
+    result_.loss = metrics->loss;
+    return seconds;
   }
-  result.tokens_per_s = tokens / result.seconds_per_step;
-  result.gflops = 6.0 * ActiveParameters(config) * tokens / result.seconds_per_step / 1e9;
-  return result;
+
+  // The fastest timed step's figures.
+  ModeResult Result() const {
+    ModeResult result = result_;
+    const int64_t tokens = num_sequences_ * seq_len_;
+    result.tokens_per_s = tokens / result.seconds_per_step;
+    result.gflops = 6.0 * ActiveParameters(config_) * tokens / result.seconds_per_step / 1e9;
+    return result;
+  }
+
+ private:
+  ModeRun(const ModelConfig& config, NumericMode mode, int64_t num_sequences, int64_t seq_len,
+          std::unique_ptr<trainer::Trainer> trainer)
+      : config_(config),
+        mode_(mode),
+        num_sequences_(num_sequences),
+        seq_len_(seq_len),
+        trainer_(std::move(trainer)) {
+    result_.seconds_per_step = 1e30;
+    result_.cpu_seconds_per_step = 1e30;
+  }
+
+  const ModelConfig config_;
+  const NumericMode mode_;
+  const int64_t num_sequences_, seq_len_;
+  std::unique_ptr<trainer::Trainer> trainer_;
+  ModeResult result_;
+};
+
+std::string Format3(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f", value);
+  return text;
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 int Main(int argc, char** argv) {
   CLI::App app{"bench_trainer: training tokens/s (forward + backward + AdamW), both modes"};
   std::string preset = "base", arch_name = "qwen3", json_path, modes_flag = "both";
-  int threads = 0, steps = 2, warmup = 1;
+  int threads = 0, steps = 3, warmup = 1;
   int64_t micro_batch_tokens = 4096, seq_len = 512;
   double blas_seconds = 2.0;
   app.add_option("--preset", preset)->capture_default_str();
@@ -146,7 +191,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"qwen3", "llama", "qwen3_moe"}))
       ->capture_default_str();
   app.add_option("--json", json_path, "Write results as JSON here");
-  app.add_option("--steps", steps, "Timed steps per mode (the fastest counts)")
+  app.add_option("--steps", steps, "Timed steps per mode, the modes in turn (the fastest counts)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps per mode first")->capture_default_str();
@@ -193,21 +238,42 @@ int Main(int argc, char** argv) {
   std::printf("  %-40s %12.1f\n", "blas_gflops (512x1024x1024 matmul)", blas);
   std::fflush(stdout);
 
-  ModeResult results[2];
+  // Both modes' trainers live side by side and take their steps in turn, the order swapped every
+  // round (BI then fast, fast then BI, ...): a machine whose speed drifts over minutes, as a
+  // shared VM's does, slows both modes alike instead of whichever ran second.
   const NumericMode modes[2] = {NumericMode::kBatchInvariant, NumericMode::kFast};
+  std::unique_ptr<ModeRun> runs[2];
   for (int m = 0; m < 2; ++m) {
     if (modes_flag != "both" && modes_flag != NumericModeName(modes[m])) continue;
-    absl::StatusOr<ModeResult> result =
-        RunMode(*config, modes[m], micro_batch_tokens, seq_len, warmup, steps);
-    if (!result.ok()) {
-      std::fprintf(stderr, "error: %s\n", result.status().ToString().c_str());
+    absl::StatusOr<std::unique_ptr<ModeRun>> run =
+        ModeRun::Create(*config, modes[m], micro_batch_tokens, seq_len);
+    if (!run.ok()) {
+      std::fprintf(stderr, "error: %s\n", run.status().ToString().c_str());
       return 1;
     }
-    results[m] = *result;
+    runs[m] = std::move(*run);
   }
-  const ModeResult& bi = results[0];
-  const ModeResult& fast = results[1];
+  std::vector<double> round_ratios;  // BI / fast tokens per second, round by round
+  for (int i = 0; i < warmup + steps; ++i) {
+    double seconds[2] = {0, 0};
+    for (int turn = 0; turn < 2; ++turn) {
+      const int m = i % 2 == 0 ? turn : 1 - turn;
+      if (runs[m] == nullptr) continue;
+      absl::StatusOr<double> step = runs[m]->Step(i, /*warmup=*/i < warmup);
+      if (!step.ok()) {
+        std::fprintf(stderr, "error: %s\n", step.status().ToString().c_str());
+        return 1;
+      }
+      seconds[m] = *step;
+    }
+    if (i >= warmup && runs[0] != nullptr && runs[1] != nullptr) {
+      round_ratios.push_back(seconds[1] / seconds[0]);
+    }
+  }
+  const ModeResult bi = runs[0] != nullptr ? runs[0]->Result() : ModeResult();
+  const ModeResult fast = runs[1] != nullptr ? runs[1]->Result() : ModeResult();
   const double bi_vs_fast = bi.tokens_per_s / fast.tokens_per_s;
+  const double bi_vs_fast_median = round_ratios.empty() ? 0.0 : Median(round_ratios);
   const double mfu_fast = fast.gflops / blas;
   const double mfu_bi = bi.gflops / blas;
   std::printf("  %-40s %12s %12s\n", "", "batch_inv", "fast");
@@ -222,6 +288,10 @@ int Main(int argc, char** argv) {
   std::printf("  %-40s %12.1f %12.1f\n", "achieved GFLOP/s (6 N T / t)", bi.gflops, fast.gflops);
   std::printf("  %-40s %12.3f %12.3f\n", "vs BLAS GFLOP/s", mfu_bi, mfu_fast);
   std::printf("  %-40s %12.3f\n", "bi_vs_fast (goal >= 0.9, issue 25)", bi_vs_fast);
+  std::string rounds;
+  for (const double ratio : round_ratios) rounds += (rounds.empty() ? "" : ", ") + Format3(ratio);
+  std::printf("  %-40s %12.3f  (rounds: %s)\n", "bi_vs_fast_median (round by round)",
+              bi_vs_fast_median, rounds.c_str());
   std::printf("  %-40s %12.3f\n", "mfu_vs_blas, fast (target >= 0.4)", mfu_fast);
 
   if (!json_path.empty()) {
@@ -250,6 +320,8 @@ int Main(int argc, char** argv) {
                            {"gflops_fast", fast.gflops},
                            {"gflops_batch_invariant", bi.gflops},
                            {"bi_vs_fast", bi_vs_fast},
+                           {"bi_vs_fast_median", bi_vs_fast_median},
+                           {"bi_vs_fast_rounds", round_ratios},
                            {"mfu_vs_blas", mfu_fast},
                            {"mfu_vs_blas_batch_invariant", mfu_bi}};
     std::ofstream(json_path) << json.dump(2) << "\n";
