@@ -62,7 +62,7 @@ void RunProblems(const std::vector<LinearProblem>& problems) {
   });
 }
 
-// x2d [M, K] through each weight: one region for all of them (the CPU kernel's inputs).
+// x2d [M, K] through each weight on the CPU: one region for all of them.
 std::vector<torch::Tensor> RunLinears(const torch::Tensor& x2d,
                                       const std::vector<torch::Tensor>& weights,
                                       const std::vector<torch::Tensor>& biases) {
@@ -78,23 +78,24 @@ std::vector<torch::Tensor> RunLinears(const torch::Tensor& x2d,
   return outputs;
 }
 
-torch::Tensor RunLinear(const torch::Tensor& x2d, const torch::Tensor& weight,
-                        const torch::Tensor& bias) {
-  if (x2d.is_cuda()) return LinearOnCuda(x2d, weight, bias);
-  const torch::Tensor x = x2d.contiguous();
-  const torch::Tensor w = weight.contiguous();
-  torch::Tensor y = torch::empty({x.size(0), w.size(0)}, x.options());
-  RunProblems({MakeProblem(x, w, bias, y)});
-  return y;
+// x [..., K] as rows [M, K], and y [M, N] back as [..., N]. A decode step's linears are 2-D
+// already: no reshape and view for them.
+torch::Tensor AsRows(const torch::Tensor& x) {
+  return x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});
+}
+torch::Tensor AsLeadingDimsOf(const torch::Tensor& y2d, const torch::Tensor& x) {
+  if (x.dim() == 2) return y2d;
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = y2d.size(1);
+  return y2d.view(shape);
 }
 
 // x [..., K] -> y [..., N].
 torch::Tensor RunLinearNd(const torch::Tensor& x, const torch::Tensor& weight,
                           const torch::Tensor& bias) {
-  if (x.dim() == 2) return RunLinear(x, weight, bias);  // a step's 85 linears: no reshape + view
-  std::vector<int64_t> shape = x.sizes().vec();
-  shape.back() = weight.size(0);
-  return RunLinear(x.reshape({-1, x.size(-1)}), weight, bias).view(shape);
+  const torch::Tensor rows = AsRows(x);
+  return AsLeadingDimsOf(
+      x.is_cuda() ? LinearOnCuda(rows, weight, bias) : RunLinears(rows, {weight}, {bias})[0], x);
 }
 
 // forward: the kernel. backward: dx = dy W, dW = dy^T x, db = sum(dy).
@@ -150,13 +151,8 @@ std::vector<torch::Tensor> FixedOrderLinears(const torch::Tensor& x,
     return outputs;
   }
   for (size_t i = 0; i < weights.size(); ++i) CheckLinearInputs(x, weights[i]);
-  if (x.dim() == 2) return RunLinears(x, weights, biases);
-  outputs = RunLinears(x.reshape({-1, x.size(-1)}), weights, biases);
-  for (size_t i = 0; i < weights.size(); ++i) {
-    std::vector<int64_t> shape = x.sizes().vec();
-    shape.back() = weights[i].size(0);
-    outputs[i] = outputs[i].view(shape);
-  }
+  outputs = RunLinears(AsRows(x), weights, biases);
+  for (torch::Tensor& y : outputs) y = AsLeadingDimsOf(y, x);
   return outputs;
 }
 

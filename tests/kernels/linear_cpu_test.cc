@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -333,7 +334,8 @@ TEST(LinearCpuTest, ProblemsClaimedTogetherGetTheBitsEachGetsAlone) {
   for (const int64_t m : {1, 8, 100}) {
     Case q(m, 256, 500, true), k(m, 256, 130, false), v(m, 256, 130, true), other(m, 96, 70);
     Case no_columns(m, 256, 0);
-    for (Case* c : {&k, &v, &no_columns}) c->x = q.x;  // one x, as q, k and v share theirs
+    const std::vector<Case*> sharing_x = {&k, &v, &no_columns};
+    for (Case* c : sharing_x) c->x = q.x;  // q's values, for the runs alone
     std::vector<Case*> cases = {&q, &k, &no_columns, &other, &v};
     std::vector<std::vector<float>> alone;
     for (Case* c : cases) alone.push_back(c->Run());
@@ -342,6 +344,10 @@ TEST(LinearCpuTest, ProblemsClaimedTogetherGetTheBitsEachGetsAlone) {
     for (Case* c : cases) {
       std::fill(c->y.begin(), c->y.end(), NAN);
       problems.push_back(c->Problem());
+      // One x in memory, as q, k and v read theirs.
+      if (std::find(sharing_x.begin(), sharing_x.end(), c) != sharing_x.end()) {
+        problems.back().x = q.x.data();
+      }
       tiles += NumLinearTiles(problems.back());
     }
     const int count = static_cast<int>(problems.size());
