@@ -5,12 +5,13 @@
 //       [--micro-batch-tokens 4096] [--seq 512] [--threads 0] [--modes both]
 // Each step is one packed micro-batch of --micro-batch-tokens tokens (sequences of --seq tokens,
 // a quarter prompt, the rest completion). The two modes' trainers exist side by side and step in
-// turn, the order swapped every round, so that drift in the machine's speed reaches both. Achieved GFLOP/s = 6 x parameters x tokens / time,
-// counting a Qwen3-MoE's active parameters (each token's k experts, the whole router).
+// turn, the order swapped every round, so that drift in the machine's speed reaches both.
+// Achieved GFLOP/s = 6 x parameters x tokens / time, counting a Qwen3-MoE's active parameters
+// (each token's k experts, the whole router).
 // JSON keys: tokens_per_s_fast, tokens_per_s_batch_invariant, gflops_*, blas_gflops, bi_vs_fast
 // (batch-invariant / fast tokens per second, of each mode's fastest timed step),
 // bi_vs_fast_rounds (the same ratio of each round's two timed steps) and bi_vs_fast_median
-// (their median), mfu_vs_blas (fast-mode GFLOP/s / BLAS GFLOP/s)
+// (their median, bench/median.h), mfu_vs_blas (fast-mode GFLOP/s / BLAS GFLOP/s)
 // and mfu_vs_blas_batch_invariant, omp_wait_policy (it runs with the trainer service's policy,
 // common/openmp_wait.h, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set).
 #include <sys/resource.h>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "bench/median.h"
 #include "bench/model/throughput.h"
 #include "common/openmp_wait.h"
 #include "model/checkpoint.h"
@@ -172,12 +174,6 @@ std::string Format3(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.3f", value);
   return text;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 int Main(int argc, char** argv) {

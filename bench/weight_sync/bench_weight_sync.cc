@@ -35,6 +35,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "bench/median.h"
 #include "generator/engine_loop.h"
 #include "model/checkpoint.h"
 #include "model/compute_threads.h"
@@ -47,6 +48,7 @@ namespace lockstep::weight_sync {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using bench::Median;
 
 double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -64,11 +66,6 @@ double ProcessCpuSeconds() {
   timespec now{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
   return now.tv_sec + now.tv_nsec / 1e9;
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 // Random fp32 tensors with the given manifest (values do not matter for speed).
