@@ -197,12 +197,15 @@ int main(int argc, char** argv) {
   json["kernel_description"] = lockstep::kernels::LinearKernelDescription();
   json["stream_prefetch_detected"] = CurrentLinearBlocking().stream_prefetch;
   json["stream_prefetch_nta_detected"] = CurrentLinearBlocking().stream_prefetch_nta;
-  // One sweep with the one-column prefetch off / on (`prefetch`) or the streaming prefetch hint
-  // T1 / NTA (`nta`), whatever was detected; -1 leaves a setting detected.
-  const auto sweep_with = [&](int prefetch, int nta, int threads) {
+  json["stream_narrow_tiles_detected"] = CurrentLinearBlocking().stream_narrow_tiles;
+  // One sweep with the one-column prefetch off / on (`prefetch`), the streaming prefetch hint
+  // T1 / NTA (`nta`) or the wide / narrow streaming tiles (`narrow`), whatever was detected; -1
+  // leaves a setting detected.
+  const auto sweep_with = [&](int prefetch, int nta, int narrow, int threads) {
     LinearBlocking blocking;
     blocking.stream_prefetch = prefetch;
     blocking.stream_prefetch_nta = nta;
+    blocking.stream_narrow_tiles = narrow;
     SetLinearBlocking(blocking);
     const double seconds = Sweep(&b, matrices, rows, threads, "");
     SetLinearBlocking(LinearBlocking());  // the detected choice again
@@ -212,6 +215,7 @@ int main(int argc, char** argv) {
     double best_sweep = 1e30, best_stream = 1e30;
     double best_prefetch[2] = {1e30, 1e30};  // [off, on]
     double best_hint[2] = {1e30, 1e30};      // [T1, NTA]
+    double best_tiles[2] = {1e30, 1e30};     // [wide, narrow]
     double best_static = 1e30;
     std::vector<double> best_family(families.size(), 1e30);
     Sweep(&b, matrices, rows, threads, "");  // warm-up: page faults, thread start-up
@@ -221,8 +225,9 @@ int main(int argc, char** argv) {
       best_static = std::min(best_static, Sweep(&b, matrices, rows, threads, "", true));
       for (int setting : {0, 1}) {
         best_prefetch[setting] =
-            std::min(best_prefetch[setting], sweep_with(setting, -1, threads));
-        best_hint[setting] = std::min(best_hint[setting], sweep_with(-1, setting, threads));
+            std::min(best_prefetch[setting], sweep_with(setting, -1, -1, threads));
+        best_hint[setting] = std::min(best_hint[setting], sweep_with(-1, setting, -1, threads));
+        best_tiles[setting] = std::min(best_tiles[setting], sweep_with(-1, -1, setting, threads));
       }
       for (size_t f = 0; f < families.size(); ++f) {
         best_family[f] = std::min(best_family[f], Sweep(&b, matrices, rows, threads, families[f]));
@@ -238,14 +243,17 @@ int main(int argc, char** argv) {
     json["linear_vs_stream_prefetch_on" + t] = best_stream / best_prefetch[1];
     json["linear_vs_stream_hint_t1" + t] = best_stream / best_hint[0];
     json["linear_vs_stream_hint_nta" + t] = best_stream / best_hint[1];
+    json["linear_vs_stream_wide_tiles" + t] = best_stream / best_tiles[0];
+    json["linear_vs_stream_narrow_tiles" + t] = best_stream / best_tiles[1];
     json["static_split_vs_stream" + t] = best_stream / best_static;
     std::printf(
         "  %d thread%s: sweep %.1f ms = %.2f GB/s, plain read %.2f GB/s, "
         "linear_vs_stream %.3f (one-column prefetch off %.3f, on %.3f; hint T1 %.3f, NTA %.3f; "
-        "static split %.3f)\n   ",
+        "tiles wide %.3f, narrow %.3f; static split %.3f)\n   ",
         threads, threads == 1 ? " " : "s", best_sweep * 1e3, linear_gbps, stream_gbps,
         linear_gbps / stream_gbps, best_stream / best_prefetch[0], best_stream / best_prefetch[1],
-        best_stream / best_hint[0], best_stream / best_hint[1], best_stream / best_static);
+        best_stream / best_hint[0], best_stream / best_hint[1], best_stream / best_tiles[0],
+        best_stream / best_tiles[1], best_stream / best_static);
     for (size_t f = 0; f < families.size(); ++f) {
       double family_bytes = 0;
       for (const Matrix& m : matrices) {

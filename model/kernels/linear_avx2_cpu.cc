@@ -127,6 +127,7 @@ const Isa& Avx2Isa() {
                            &kAvx2StreamingNtaTable,
                            6,
                            {0, 6, 3, 2, 1, 1, 1, 0, 0},
+                           {0, 1, 1, 2, 1, 1, 1, 0, 0},
                            {0, 1, 1, 2, 1, 1, 1, 0, 0}};
   return isa;
 }

@@ -71,6 +71,7 @@ LOCKSTEP_AVX512 void ChunkAvx512(const ChunkTile& t) {
       // (kPrefetchNta, LinearBlocking::stream_prefetch_nta).
       if constexpr (NR > 1) {
         PrefetchW<kPrefetch>(w + (NR + j) * w_stride + k);
+        PrefetchL1<kPrefetch>(w + j * w_stride + k + kL1PrefetchFloats);
       } else {
         // One column: the weights are one sequential stream (rows are contiguous), fetched
         // kStreamPrefetchFloats ahead, running on into the next row at a row's end.
@@ -141,9 +142,14 @@ constexpr KernelTable kAvx512StreamingNtaTable =
 }  // namespace
 
 const Isa& Avx512Isa() {
-  // Streaming, 5-8 rows take 4 columns (up to 32 accumulators: the weight vectors come from
-  // memory operands): 7-8 rows x 3 columns left the FMA unit waiting on W (b8 sweep 20.5 ms
-  // against 18.7 at 8 x 4, AMD Zen 4, 1 thread). 1-2 rows take one column: W is then read as
+  // Streaming, 5-8 rows take 4 columns (up to 32 accumulators, which with the weight and x
+  // vectors outgrow the 32 registers: GCC 12 keeps five of 8 x 4 on the stack, a load and a
+  // store each per 16 k): 7-8 rows x 3 columns left the FMA unit waiting on W (b8 sweep 20.5 ms
+  // against 18.7 at 8 x 4, AMD Zen 4, 1 thread). The narrow tiles (LinearBlocking::
+  // stream_narrow_tiles) take 3 for 7-8 rows, nothing spilled: with the L1 prefetch
+  // (kL1PrefetchFloats) AMD EPYC Zen 5 swept the base decode matrices at 8 rows at 0.70-0.71 of
+  // a plain read in them against 0.64-0.65 in 8 x 4 at 1 thread, 0.73-0.77 against 0.67-0.68 at
+  // 2 (bench_linear_cold, two runs, 2026-12-07). 1-2 rows take one column: W is then read as
   // one sequential stream, row after row, the pattern memory serves fastest; the FMAs (one per
   // row and 16 weights) keep up with it. Several weight rows at once, however prefetched, ran
   // 15% slower (base decode matrices, 1 row: 1x12 15.3-15.8 ms, 1x1 13.2-13.4, plain read
@@ -155,7 +161,8 @@ const Isa& Avx512Isa() {
                            &kAvx512StreamingNtaTable,
                            8,
                            {0, 12, 12, 8, 6, 4, 4, 3, 3},
-                           {0, 1, 1, 8, 6, 4, 4, 4, 4}};
+                           {0, 1, 1, 8, 6, 4, 4, 4, 4},
+                           {0, 1, 1, 8, 6, 4, 4, 3, 3}};
   return isa;
 }
 

@@ -104,10 +104,11 @@ int64_t CacheBytes(int name, int64_t fallback) {
   return bytes > 0 ? static_cast<int64_t>(bytes) : fallback;
 }
 
-// Whether streaming tiles should prefetch W non-temporally: on AMD family 1Ah (Zen 5) and later.
-// Measured there only (linear_microkernel.h, kPrefetchNta); Zen 4 and Intel keep prefetcht1,
-// which each was tuned with, until bench_linear_cold (it times both hints) says otherwise.
-bool PrefersNonTemporalStreamPrefetch() {
+// AMD family 1Ah (Zen 5) and later: where the streaming tiles' non-temporal prefetch
+// (linear_microkernel.h, kPrefetchNta) and narrow tiles (linear_avx512_cpu.cc) were measured
+// faster. Zen 4 and Intel keep prefetcht1 and the wide tiles, which each was tuned with, until
+// bench_linear_cold (it times both of each) says otherwise.
+bool IsAmdZen5OrLater() {
 #if defined(__x86_64__)
   __builtin_cpu_init();  // as DetectIsa: the vendor from the compiler's CPU model
   if (!__builtin_cpu_is("amd")) return false;
@@ -148,13 +149,14 @@ LinearBlocking DetectBlocking() {
   // runs of both in one process at 07:35), and on took AMD EPYC Zen 5 from
   // 0.67-0.80 of a plain read (1 KiB ahead) to 0.83-0.95. bench_linear_cold prints both.
   blocking.stream_prefetch = 1;
-  blocking.stream_prefetch_nta = PrefersNonTemporalStreamPrefetch() ? 1 : 0;
+  blocking.stream_prefetch_nta = IsAmdZen5OrLater() ? 1 : 0;
+  blocking.stream_narrow_tiles = IsAmdZen5OrLater() ? 1 : 0;
   return blocking;
 }
 
 struct BlockingHolder {
   std::atomic<int64_t> x_chunk_bytes, stream_chunk_bytes, column_block_bytes, row_panel_bytes;
-  std::atomic<int> stream_prefetch, stream_prefetch_nta;
+  std::atomic<int> stream_prefetch, stream_prefetch_nta, stream_narrow_tiles;
   LinearBlocking detected;
   BlockingHolder() : detected(DetectBlocking()) {
     x_chunk_bytes = detected.x_chunk_bytes;
@@ -163,6 +165,7 @@ struct BlockingHolder {
     row_panel_bytes = detected.row_panel_bytes;
     stream_prefetch = detected.stream_prefetch;
     stream_prefetch_nta = detected.stream_prefetch_nta;
+    stream_narrow_tiles = detected.stream_narrow_tiles;
   }
 };
 
@@ -355,8 +358,11 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
   const bool nta = Blocking().stream_prefetch_nta.load(std::memory_order_relaxed) != 0;
   const linear_internal::KernelTable& table =
       streaming ? (nta ? *isa.streaming_nta_table : *isa.streaming_table) : *isa.table;
+  const bool narrow = Blocking().stream_narrow_tiles.load(std::memory_order_relaxed) != 0;
   const std::array<int, linear_internal::kMaxRows + 1>& columns_for_rows =
-      streaming ? isa.streaming_columns_for_rows : isa.columns_for_rows;
+      !streaming ? isa.columns_for_rows
+      : narrow   ? isa.narrow_streaming_columns_for_rows
+                 : isa.streaming_columns_for_rows;
   // One-column streaming tiles without the software prefetch: the in-cache kernel of that shape.
   const linear_internal::KernelTable& one_column_table =
       streaming && Blocking().stream_prefetch.load(std::memory_order_relaxed) == 0 ? *isa.table
@@ -458,10 +464,13 @@ const char* LinearKernelName() { return BestIsa().name; }
 std::string LinearKernelDescription() {
   const Isa& isa = BestIsa();
   const LinearBlocking b = CurrentLinearBlocking();
+  const std::array<int, linear_internal::kMaxRows + 1>& streaming_columns =
+      b.stream_narrow_tiles != 0 ? isa.narrow_streaming_columns_for_rows
+                                 : isa.streaming_columns_for_rows;
   return std::string(isa.name) + " " + std::to_string(isa.main_rows) + "x" +
          std::to_string(isa.columns_for_rows[isa.main_rows]) + " tile (streaming " +
-         std::to_string(isa.main_rows) + "x" +
-         std::to_string(isa.streaming_columns_for_rows[isa.main_rows]) + "), x chunk " +
+         std::to_string(isa.main_rows) + "x" + std::to_string(streaming_columns[isa.main_rows]) +
+         (b.stream_narrow_tiles != 0 ? ", narrow" : "") + "), x chunk " +
          std::to_string(b.x_chunk_bytes >> 10) + " KiB (streaming " +
          std::to_string(b.stream_chunk_bytes >> 10) + " KiB), W column block " +
          std::to_string(b.column_block_bytes >> 10) + " KiB, x row panel " +
@@ -482,6 +491,7 @@ LinearBlocking CurrentLinearBlocking() {
   b.row_panel_bytes = Blocking().row_panel_bytes.load();
   b.stream_prefetch = Blocking().stream_prefetch.load();
   b.stream_prefetch_nta = Blocking().stream_prefetch_nta.load();
+  b.stream_narrow_tiles = Blocking().stream_narrow_tiles.load();
   return b;
 }
 
@@ -502,6 +512,9 @@ void SetLinearBlocking(const LinearBlocking& blocking) {
   Blocking().stream_prefetch_nta = blocking.stream_prefetch_nta >= 0
                                        ? (blocking.stream_prefetch_nta != 0 ? 1 : 0)
                                        : Blocking().detected.stream_prefetch_nta;
+  Blocking().stream_narrow_tiles = blocking.stream_narrow_tiles >= 0
+                                       ? (blocking.stream_narrow_tiles != 0 ? 1 : 0)
+                                       : Blocking().detected.stream_narrow_tiles;
 }
 
 }  // namespace lockstep::kernels

@@ -69,8 +69,10 @@ std::string LinearKernelDescription();
 // (whether one-column streaming tiles, decode at 1-2 rows, prefetch W ahead in software or leave
 // it to the hardware prefetchers: on unless set off, for benchmarks) and stream_prefetch_nta
 // (whether streaming tiles prefetch W non-temporally, prefetchnta, or into L2, prefetcht1: NTA
-// on AMD family 1Ah (Zen 5) and later, where it was measured faster, T1 elsewhere). None of it
-// changes any bits.
+// on AMD family 1Ah (Zen 5) and later, where it was measured faster, T1 elsewhere) and
+// stream_narrow_tiles (whether streaming tiles of 7-8 rows take 3 columns, 24 accumulators, or 4,
+// 32 accumulators of which some live on the stack: 3 on AMD family 1Ah and later, where it was
+// measured faster, 4 elsewhere). None of it changes any bits.
 struct LinearBlocking {
   int64_t l1_bytes = 32 << 10;  // as the CPU reports them (these defaults if it does not)
   int64_t l2_bytes = 1 << 20;
@@ -80,11 +82,12 @@ struct LinearBlocking {
   int64_t row_panel_bytes = 0;
   int stream_prefetch = -1;      // 1 on, 0 off
   int stream_prefetch_nta = -1;  // 1 prefetchnta, 0 prefetcht1
+  int stream_narrow_tiles = -1;  // 1 the ISA's narrow streaming tiles, 0 its wide ones
 };
 LinearBlocking CurrentLinearBlocking();
 // For tests and benchmarks: sets x_chunk_bytes, stream_chunk_bytes, column_block_bytes and
-// row_panel_bytes (<= 0: the detected value), and stream_prefetch and stream_prefetch_nta (< 0:
-// the detected choice).
+// row_panel_bytes (<= 0: the detected value), and stream_prefetch, stream_prefetch_nta and
+// stream_narrow_tiles (< 0: the detected choice).
 // Not to be called while a linear runs;
 // NumLinearTiles may change with column_block_bytes.
 void SetLinearBlocking(const LinearBlocking& blocking);

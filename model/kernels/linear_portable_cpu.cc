@@ -55,6 +55,7 @@ const Isa& PortableIsa() {
                            &kPortableTable,
                            8,
                            {0, 12, 6, 4, 3, 3, 3, 3, 3},
+                           {0, 12, 6, 4, 3, 3, 3, 3, 3},
                            {0, 12, 6, 4, 3, 3, 3, 3, 3}};
   return isa;
 }
