@@ -55,20 +55,22 @@ inline void PrefetchW(const float* address) {
 #endif
 }
 
-// Streaming tiles of several columns also fetch each weight row's lines into L1 this far ahead
-// (prefetcht0, 1 KiB): the far prefetch above brings them to L2 (or, NTA, not to stay), and a load
-// that misses L1 holds one of its few miss buffers for L2's latency with the tile's FMAs waiting
-// behind it. The far prefetch has had ~12 KiB of tiles to land, so this one waits for L2 only.
-// AMD EPYC Zen 5, 2 threads, the base decode matrices at 8 rows (an out-of-tree copy of the
-// streaming loop, variants alternated in one process, 2026-12-07): 8 x 4 NTA 0.61 of a plain read
-// without it, 0.74 with it; 8 x 3 0.74 / 0.81; at 1 thread 0.55 / 0.64 and 0.74 / 0.74. 2 KiB
-// ahead ran slower than 1 KiB in one run; 512 bytes faster in one and slower in another.
+// Streaming tiles of several columns that prefetch W non-temporally also fetch each weight row's
+// lines into L1 this far ahead (prefetcht0, 1 KiB): a load that misses L1 holds one of its few
+// miss buffers with the tile's FMAs waiting behind it. The far prefetch has had ~12 KiB of tiles
+// to land, so this one waits for the nearer caches only. AMD EPYC Zen 5, 2 threads, the base
+// decode matrices at 8 rows (an out-of-tree copy of the streaming loop, variants alternated in
+// one process, 2026-12-07): 8 x 4 NTA 0.61 of a plain read without it, 0.74 with it; 8 x 3 0.74
+// / 0.81; at 1 thread 0.55 / 0.64 and 0.74 / 0.74; with T1 as the far hint it gained 0-7%, so
+// the T1 kernels (Zen 4, Intel: not measured with it) go without. 2 KiB ahead ran slower than
+// 1 KiB in one run; 512 bytes faster in one and slower in another. One-column tiles go without:
+// bench_linear_cold --rows 1 (2 threads) swept in 7.7-9.0 ms with it against 5.5-6.3 without.
 constexpr int64_t kL1PrefetchFloats = 256;
 
 template <int kPrefetch>
 inline void PrefetchL1(const float* address) {
 #if defined(__x86_64__)
-  if constexpr (kPrefetch != kPrefetchNone) {
+  if constexpr (kPrefetch == kPrefetchNta) {
     _mm_prefetch(reinterpret_cast<const char*>(address), _MM_HINT_T0);
   }
 #else
