@@ -106,10 +106,10 @@ double MatmulFloorSeconds(const Transformer& model, int64_t batch) {
 }
 
 // Seconds to read every weight of `model` once on `threads` threads (each streams an equal
-// contiguous share of the parameters; best of 5 passes after one warm-up): a decode step reads
-// all of them, so batch / this is the most decode tokens per second any implementation with
-// that many threads can reach on this machine's memory bandwidth at this moment (the weights
-// do not fit in cache).
+// contiguous share of the parameters; the best of 5 plain and 5 prefetching passes, alternated,
+// after one warm-up; stream_read.h): a decode step reads all of them, so batch / this is the
+// most decode tokens per second any implementation with that many threads can reach on this
+// machine's memory bandwidth at this moment (the weights do not fit in cache).
 double WeightStreamSeconds(const Transformer& model, int threads) {
   std::vector<FloatSpan> spans;
   for (const auto& [name, tensor] : StateDict(model)) {
@@ -117,13 +117,15 @@ double WeightStreamSeconds(const Transformer& model, int threads) {
   }
   double best = 1e30;
   std::vector<float> sums(threads);
-  for (int run = 0; run < 6; ++run) {
+  for (int run = 0; run < 11; ++run) {
+    const StreamReadForm form =
+        run % 2 == 0 ? StreamReadForm::kPlain : StreamReadForm::kPrefetching;
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::thread> pool;
     for (int t = 1; t < threads; ++t) {
-      pool.emplace_back([&, t] { sums[t] = StreamReadShare(spans, t, threads); });
+      pool.emplace_back([&, t] { sums[t] = StreamReadShare(spans, t, threads, form); });
     }
-    sums[0] = StreamReadShare(spans, 0, threads);
+    sums[0] = StreamReadShare(spans, 0, threads, form);
     for (std::thread& thread : pool) thread.join();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -513,7 +515,8 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
               verdict(vs_python >= kVsPythonTarget), vs_python_cpu, vs_python_invariant);
   std::printf(
       "  %-40s %10.3f  (memory floor / python: the most any engine could show here; "
-      "weights streamed at %.1f GB/s in %d-float loads; fast engine at %.2f of the floor)\n",
+      "weights streamed at %.1f GB/s in %d-float loads, plain or prefetching; fast engine at %.2f "
+      "of the floor)\n",
       ("roofline_vs_python" + rb).c_str(), roofline_vs_python,
       json["weight_stream_gbps"].get<double>(), StreamReadLanes(),
       json["fast_vs_roofline" + rb].get<double>());

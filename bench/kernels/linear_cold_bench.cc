@@ -1,5 +1,5 @@
 // bench_linear_cold: the batch-invariant linear at decode sizes with weights that come from
-// memory, as in a decode step, next to a plain read of the same bytes, at 1 and 2 threads.
+// memory, as in a decode step, next to a read of the same bytes, at 1 and 2 threads.
 //
 //   bench_linear_cold [--rows 8] [--rounds 5] [--small-pages] [--json FILE]
 //
@@ -8,16 +8,18 @@
 // cache), in one buffer, laid out in the order a forward reads them. A sweep runs every matrix
 // once on x of --rows rows; each matrix's tiles are shared by the threads as the model's linear
 // shares them (TileClaims: a contiguous range each, the last tiles taken by whoever is free).
-// Each round times one sweep and one plain read (the memory floor) back to back, so both see
-// the same moment's bandwidth; the figures are the best round.
+// Each round times one sweep and a read (the memory floor: the faster of a plain and a
+// prefetching read, stream_read.h; until 2026-12-07 the plain one alone) back to back, so both
+// see the same moment's bandwidth; the figures are the best round.
 // `linear_vs_stream_tT` is the sweep's rate over the read's: 1.0 would be a kernel at the
 // memory floor. Per family (attention, MLP in, down projection with K = 2048, LM head) the
 // sweep's rate is reported too (`<family>_gbps_tT`). Each round also times the sweep with the
 // one-column streaming tiles' software prefetch (LinearBlocking::stream_prefetch, 1-2 rows) on
 // and off, whatever this CPU's detected choice: `linear_vs_stream_prefetch_{on,off}_tT`, with
 // the streaming tiles' prefetch hint (LinearBlocking::stream_prefetch_nta) T1 and NTA:
-// `linear_vs_stream_hint_{t1,nta}_tT`, and with each thread held to its static share of the
-// tiles: `static_split_vs_stream_tT`.
+// `linear_vs_stream_hint_{t1,nta}_tT`, with the wide and narrow streaming tiles
+// (LinearBlocking::stream_narrow_tiles, 7-8 rows): `linear_vs_stream_{wide,narrow}_tiles_tT`,
+// and with each thread held to its static share of the tiles: `static_split_vs_stream_tT`.
 #include <omp.h>
 #include <sys/mman.h>
 
@@ -137,12 +139,17 @@ double Sweep(Buffers* b, const std::vector<Matrix>& matrices, int64_t rows, int 
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Seconds to read the whole weight buffer once, each thread an equal contiguous share.
+// Seconds to read the whole weight buffer once, each thread an equal contiguous share: the
+// faster of a plain and a prefetching read (stream_read.h).
 double Stream(const Buffers& b, int threads, std::vector<float>* sums) {
   const std::vector<FloatSpan> spans = {{b.weights.data(), static_cast<int64_t>(b.weights.size())}};
-  const auto start = Clock::now();
-  OnThreads(threads, [&](int t) { (*sums)[t] += StreamReadShare(spans, t, threads); });
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  double best = 1e30;
+  for (StreamReadForm form : {StreamReadForm::kPlain, StreamReadForm::kPrefetching}) {
+    const auto start = Clock::now();
+    OnThreads(threads, [&](int t) { (*sums)[t] += StreamReadShare(spans, t, threads, form); });
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return best;
 }
 
 }  // namespace
@@ -150,7 +157,7 @@ double Stream(const Buffers& b, int threads, std::vector<float>* sums) {
 
 int main(int argc, char** argv) {
   using namespace lockstep::bench;
-  CLI::App app{"Batch-invariant linear at decode sizes with cold weights, next to a plain read"};
+  CLI::App app{"Batch-invariant linear at decode sizes with cold weights, next to a read"};
   int64_t rows = 8;
   int rounds = 5;
   std::string json_path;
@@ -179,7 +186,8 @@ int main(int argc, char** argv) {
   const double bytes = static_cast<double>(b.weights.size()) * sizeof(float);
   std::printf(
       "bench_linear_cold: %.0f MiB of weights (base preset decode step), x of %ld rows, "
-      "kernel %s, best of %d rounds, weights on %s pages, plain read in %d-float loads\n",
+      "kernel %s, best of %d rounds, weights on %s pages, read in %d-float loads (plain or "
+      "prefetching, the faster)\n",
       bytes / (1 << 20), static_cast<long>(rows), lockstep::kernels::LinearKernelName(), rounds,
       b.weights.huge() ? "2 MiB (advised)" : "4 KiB", StreamReadLanes());
 
@@ -247,7 +255,7 @@ int main(int argc, char** argv) {
     json["linear_vs_stream_narrow_tiles" + t] = best_stream / best_tiles[1];
     json["static_split_vs_stream" + t] = best_stream / best_static;
     std::printf(
-        "  %d thread%s: sweep %.1f ms = %.2f GB/s, plain read %.2f GB/s, "
+        "  %d thread%s: sweep %.1f ms = %.2f GB/s, read %.2f GB/s, "
         "linear_vs_stream %.3f (one-column prefetch off %.3f, on %.3f; hint T1 %.3f, NTA %.3f; "
         "tiles wide %.3f, narrow %.3f; static split %.3f)\n   ",
         threads, threads == 1 ? " " : "s", best_sweep * 1e3, linear_gbps, stream_gbps,

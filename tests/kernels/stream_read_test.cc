@@ -26,15 +26,19 @@ TEST(StreamRead, EveryWidthReadsEveryFloatOnce) {
   for (int64_t n : kCounts) {
     const std::vector<float> data = Counting(n);
     EXPECT_EQ(stream_read_internal::VectorSum<4>(data.data(), n), Expected(n)) << n;
+    EXPECT_EQ((stream_read_internal::VectorSum<4, true>(data.data(), n)), Expected(n)) << n;
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx2")) {
       EXPECT_EQ(stream_read_internal::Sum8(data.data(), n), Expected(n)) << n;
+      EXPECT_EQ(stream_read_internal::Sum8<true>(data.data(), n), Expected(n)) << n;
     }
     if (__builtin_cpu_supports("avx512f")) {
       EXPECT_EQ(stream_read_internal::Sum16(data.data(), n), Expected(n)) << n;
+      EXPECT_EQ(stream_read_internal::Sum16<true>(data.data(), n), Expected(n)) << n;
     }
 #endif
     EXPECT_EQ(StreamReadSum(data.data(), n), Expected(n)) << n;
+    EXPECT_EQ(StreamReadSum(data.data(), n, StreamReadForm::kPrefetching), Expected(n)) << n;
   }
 }
 
@@ -53,8 +57,13 @@ TEST(StreamRead, ThreadSharesCoverTheSpansExactly) {
       {data.data(), 100}, {data.data() + 100, 37}, {data.data() + 137, 1400}};
   for (int threads : {1, 2, 3, 7}) {
     float sum = 0;
-    for (int t = 0; t < threads; ++t) sum += StreamReadShare(spans, t, threads);
+    float prefetching = 0;
+    for (int t = 0; t < threads; ++t) {
+      sum += StreamReadShare(spans, t, threads);
+      prefetching += StreamReadShare(spans, t, threads, StreamReadForm::kPrefetching);
+    }
     EXPECT_EQ(sum, Expected(1537)) << threads << " threads";
+    EXPECT_EQ(prefetching, Expected(1537)) << threads << " threads, prefetching";
   }
 }
 
