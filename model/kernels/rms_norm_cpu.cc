@@ -66,7 +66,8 @@ LOCKSTEP_TARGET_AVX512 void SumSquaresBodyAvx512(const float* x,
 // lane for lane, without the round trip through a 64-float array and 63 scalar
 // adds, which cost a 64-float row (a head of q_norm / k_norm) more than its
 // arithmetic: bench_kernels' row ops at 1 thread, AMD EPYC Zen 5, 256 x 12 x 64
-// took 133.8 us in the kernel against 64.0 in the formula (2026-12-07).
+// took 62-134 us in the kernel against 63 in the formula, 20.5 with this
+// (2026-12-07).
 LOCKSTEP_TARGET_AVX2 float SumSquaresWholeBlocksAvx2(const float* x,
                                                      int64_t num_blocks) {
   __m256 a[8];
