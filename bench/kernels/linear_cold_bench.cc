@@ -19,6 +19,8 @@
 // the streaming tiles' prefetch hint (LinearBlocking::stream_prefetch_nta) T1 and NTA:
 // `linear_vs_stream_hint_{t1,nta}_tT`, with the wide and narrow streaming tiles
 // (LinearBlocking::stream_narrow_tiles, 7-8 rows): `linear_vs_stream_{wide,narrow}_tiles_tT`,
+// with x of the tiles that outgrow L1 (the down projection at 8 rows) in stream-sized and
+// L1-sized K chunks (LinearBlocking::stream_l1_chunks): `linear_vs_stream_{stream,l1}_chunks_tT`,
 // and with each thread held to its static share of the tiles: `static_split_vs_stream_tT`.
 #include <omp.h>
 #include <sys/mman.h>
@@ -206,14 +208,16 @@ int main(int argc, char** argv) {
   json["stream_prefetch_detected"] = CurrentLinearBlocking().stream_prefetch;
   json["stream_prefetch_nta_detected"] = CurrentLinearBlocking().stream_prefetch_nta;
   json["stream_narrow_tiles_detected"] = CurrentLinearBlocking().stream_narrow_tiles;
+  json["stream_l1_chunks_detected"] = CurrentLinearBlocking().stream_l1_chunks;
   // One sweep with the one-column prefetch off / on (`prefetch`), the streaming prefetch hint
-  // T1 / NTA (`nta`) or the wide / narrow streaming tiles (`narrow`), whatever was detected; -1
-  // leaves a setting detected.
-  const auto sweep_with = [&](int prefetch, int nta, int narrow, int threads) {
+  // T1 / NTA (`nta`), the wide / narrow streaming tiles (`narrow`) or stream / L1 chunks
+  // (`l1_chunks`), whatever was detected; -1 leaves a setting detected.
+  const auto sweep_with = [&](int prefetch, int nta, int narrow, int l1_chunks, int threads) {
     LinearBlocking blocking;
     blocking.stream_prefetch = prefetch;
     blocking.stream_prefetch_nta = nta;
     blocking.stream_narrow_tiles = narrow;
+    blocking.stream_l1_chunks = l1_chunks;
     SetLinearBlocking(blocking);
     const double seconds = Sweep(&b, matrices, rows, threads, "");
     SetLinearBlocking(LinearBlocking());  // the detected choice again
@@ -224,6 +228,7 @@ int main(int argc, char** argv) {
     double best_prefetch[2] = {1e30, 1e30};  // [off, on]
     double best_hint[2] = {1e30, 1e30};      // [T1, NTA]
     double best_tiles[2] = {1e30, 1e30};     // [wide, narrow]
+    double best_chunks[2] = {1e30, 1e30};    // [stream, L1]
     double best_static = 1e30;
     std::vector<double> best_family(families.size(), 1e30);
     Sweep(&b, matrices, rows, threads, "");  // warm-up: page faults, thread start-up
@@ -233,9 +238,12 @@ int main(int argc, char** argv) {
       best_static = std::min(best_static, Sweep(&b, matrices, rows, threads, "", true));
       for (int setting : {0, 1}) {
         best_prefetch[setting] =
-            std::min(best_prefetch[setting], sweep_with(setting, -1, -1, threads));
-        best_hint[setting] = std::min(best_hint[setting], sweep_with(-1, setting, -1, threads));
-        best_tiles[setting] = std::min(best_tiles[setting], sweep_with(-1, -1, setting, threads));
+            std::min(best_prefetch[setting], sweep_with(setting, -1, -1, -1, threads));
+        best_hint[setting] = std::min(best_hint[setting], sweep_with(-1, setting, -1, -1, threads));
+        best_tiles[setting] =
+            std::min(best_tiles[setting], sweep_with(-1, -1, setting, -1, threads));
+        best_chunks[setting] =
+            std::min(best_chunks[setting], sweep_with(-1, -1, -1, setting, threads));
       }
       for (size_t f = 0; f < families.size(); ++f) {
         best_family[f] = std::min(best_family[f], Sweep(&b, matrices, rows, threads, families[f]));
@@ -253,15 +261,18 @@ int main(int argc, char** argv) {
     json["linear_vs_stream_hint_nta" + t] = best_stream / best_hint[1];
     json["linear_vs_stream_wide_tiles" + t] = best_stream / best_tiles[0];
     json["linear_vs_stream_narrow_tiles" + t] = best_stream / best_tiles[1];
+    json["linear_vs_stream_stream_chunks" + t] = best_stream / best_chunks[0];
+    json["linear_vs_stream_l1_chunks" + t] = best_stream / best_chunks[1];
     json["static_split_vs_stream" + t] = best_stream / best_static;
     std::printf(
         "  %d thread%s: sweep %.1f ms = %.2f GB/s, read %.2f GB/s, "
         "linear_vs_stream %.3f (one-column prefetch off %.3f, on %.3f; hint T1 %.3f, NTA %.3f; "
-        "tiles wide %.3f, narrow %.3f; static split %.3f)\n   ",
+        "tiles wide %.3f, narrow %.3f; chunks stream %.3f, L1 %.3f; static split %.3f)\n   ",
         threads, threads == 1 ? " " : "s", best_sweep * 1e3, linear_gbps, stream_gbps,
         linear_gbps / stream_gbps, best_stream / best_prefetch[0], best_stream / best_prefetch[1],
         best_stream / best_hint[0], best_stream / best_hint[1], best_stream / best_tiles[0],
-        best_stream / best_tiles[1], best_stream / best_static);
+        best_stream / best_tiles[1], best_stream / best_chunks[0], best_stream / best_chunks[1],
+        best_stream / best_static);
     for (size_t f = 0; f < families.size(); ++f) {
       double family_bytes = 0;
       for (const Matrix& m : matrices) {

@@ -27,7 +27,9 @@
 //   chunk is sized for the tile's rows in a quarter of L2 (stream_chunk_bytes), usually all of
 //   K: each weight row is then one long stream, read start to end, where L1-sized chunks broke it
 //   into pieces that the prefetchers started afresh (base decode matrices, 1 row, AMD Zen 4:
-//   17.6 -> 15.8 ms a sweep). The register tile is the ISA's streaming one.
+//   17.6 -> 15.8 ms a sweep). The register tile is the ISA's streaming one. Where the tile's
+//   rows of all of K outgrow L1 and it reads several weight rows at once, K is cut into L1-sized
+//   chunks after all (LinearBlocking::stream_l1_chunks): x then stays in L1.
 // - The 16 lane sums of each output are carried between chunks in a per-thread buffer, exactly:
 //   chunk boundaries are multiples of 16, so every chain runs over k in the same order as without
 //   chunks.
@@ -151,12 +153,21 @@ LinearBlocking DetectBlocking() {
   blocking.stream_prefetch = 1;
   blocking.stream_prefetch_nta = IsAmdZen5OrLater() ? 1 : 0;
   blocking.stream_narrow_tiles = IsAmdZen5OrLater() ? 1 : 0;
+  // Where a streaming tile's rows of all of K outgrow L1 (8 rows of the down projection's K =
+  // 2048: 64 KiB), every x load missed L1 and queued behind the weight lines for its miss
+  // buffers; in L1-sized chunks x stays in L1 and the weight rows are read a chunk at a time (the
+  // software prefetches keep running ahead inside the chunk). AMD EPYC Zen 5 (L1d 48 KiB),
+  // bench_linear_cold --rows 8, the down projections alone, variants alternated in one process,
+  // two runs (2026-12-07): 1 thread 22.5 / 22.2 GB/s in one chunk, 28.3 / 26.2 in 24 KiB chunks
+  // (27.2 / 25.9 in 16 KiB ones, Zen 4's L1 half); 2 threads 39.2 / 39.6 against 45.9 / 49.7.
+  // Not measured elsewhere; bench_linear_cold times both.
+  blocking.stream_l1_chunks = 1;
   return blocking;
 }
 
 struct BlockingHolder {
   std::atomic<int64_t> x_chunk_bytes, stream_chunk_bytes, column_block_bytes, row_panel_bytes;
-  std::atomic<int> stream_prefetch, stream_prefetch_nta, stream_narrow_tiles;
+  std::atomic<int> stream_prefetch, stream_prefetch_nta, stream_narrow_tiles, stream_l1_chunks;
   LinearBlocking detected;
   BlockingHolder() : detected(DetectBlocking()) {
     x_chunk_bytes = detected.x_chunk_bytes;
@@ -166,6 +177,7 @@ struct BlockingHolder {
     stream_prefetch = detected.stream_prefetch;
     stream_prefetch_nta = detected.stream_prefetch_nta;
     stream_narrow_tiles = detected.stream_narrow_tiles;
+    stream_l1_chunks = detected.stream_l1_chunks;
   }
 };
 
@@ -341,11 +353,23 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
   const int64_t depth = p.in_features;
   // One row block streams each W column block from memory once; several reuse it from L2.
   const bool streaming = tiling.num_row_blocks == 1;
-  const int64_t chunk =
-      streaming ? ChunkLength(Blocking().stream_chunk_bytes.load(std::memory_order_relaxed),
-                              std::min<int64_t>(isa.main_rows, row_end - row_begin), depth)
-                : InCacheChunkLength(Blocking().x_chunk_bytes.load(std::memory_order_relaxed),
-                                     isa.main_rows, depth);
+  const bool narrow = Blocking().stream_narrow_tiles.load(std::memory_order_relaxed) != 0;
+  const std::array<int, linear_internal::kMaxRows + 1>& columns_for_rows =
+      !streaming ? isa.columns_for_rows
+      : narrow   ? isa.narrow_streaming_columns_for_rows
+                 : isa.streaming_columns_for_rows;
+  const int64_t x_chunk_bytes = Blocking().x_chunk_bytes.load(std::memory_order_relaxed);
+  const int64_t chunk = [&] {
+    if (!streaming) return InCacheChunkLength(x_chunk_bytes, isa.main_rows, depth);
+    const int64_t rows = std::min<int64_t>(isa.main_rows, row_end - row_begin);
+    // x of a streaming tile outgrowing L1 (LinearBlocking::stream_l1_chunks): L1-sized chunks,
+    // unless the tile is one column (W then one sequential stream, kept whole).
+    if (Blocking().stream_l1_chunks.load(std::memory_order_relaxed) != 0 &&
+        columns_for_rows[rows] > 1 && rows * depth * int64_t{sizeof(float)} > 2 * x_chunk_bytes) {
+      return ChunkLength(x_chunk_bytes, rows, depth);
+    }
+    return ChunkLength(Blocking().stream_chunk_bytes.load(std::memory_order_relaxed), rows, depth);
+  }();
   const int64_t num_chunks = std::max<int64_t>((depth + chunk - 1) / chunk, 1);
   const float* const x = packed_x->Rows(p, tiling, range);
   const int64_t x_stride = packed_x->stride();
@@ -358,11 +382,6 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
   const bool nta = Blocking().stream_prefetch_nta.load(std::memory_order_relaxed) != 0;
   const linear_internal::KernelTable& table =
       streaming ? (nta ? *isa.streaming_nta_table : *isa.streaming_table) : *isa.table;
-  const bool narrow = Blocking().stream_narrow_tiles.load(std::memory_order_relaxed) != 0;
-  const std::array<int, linear_internal::kMaxRows + 1>& columns_for_rows =
-      !streaming ? isa.columns_for_rows
-      : narrow   ? isa.narrow_streaming_columns_for_rows
-                 : isa.streaming_columns_for_rows;
   // One-column streaming tiles without the software prefetch: the in-cache kernel of that shape.
   const linear_internal::KernelTable& one_column_table =
       streaming && Blocking().stream_prefetch.load(std::memory_order_relaxed) == 0 ? *isa.table
@@ -472,7 +491,9 @@ std::string LinearKernelDescription() {
          std::to_string(isa.main_rows) + "x" + std::to_string(streaming_columns[isa.main_rows]) +
          (b.stream_narrow_tiles != 0 ? ", narrow" : "") + "), x chunk " +
          std::to_string(b.x_chunk_bytes >> 10) + " KiB (streaming " +
-         std::to_string(b.stream_chunk_bytes >> 10) + " KiB), W column block " +
+         std::to_string(b.stream_chunk_bytes >> 10) + " KiB" +
+         (b.stream_l1_chunks != 0 ? ", L1 chunks where x outgrows L1" : "") +
+         "), W column block " +
          std::to_string(b.column_block_bytes >> 10) + " KiB, x row panel " +
          std::to_string(b.row_panel_bytes >> 10) + " KiB, one-column stream prefetch " +
          (b.stream_prefetch != 0
@@ -492,6 +513,7 @@ LinearBlocking CurrentLinearBlocking() {
   b.stream_prefetch = Blocking().stream_prefetch.load();
   b.stream_prefetch_nta = Blocking().stream_prefetch_nta.load();
   b.stream_narrow_tiles = Blocking().stream_narrow_tiles.load();
+  b.stream_l1_chunks = Blocking().stream_l1_chunks.load();
   return b;
 }
 
@@ -515,6 +537,9 @@ void SetLinearBlocking(const LinearBlocking& blocking) {
   Blocking().stream_narrow_tiles = blocking.stream_narrow_tiles >= 0
                                        ? (blocking.stream_narrow_tiles != 0 ? 1 : 0)
                                        : Blocking().detected.stream_narrow_tiles;
+  Blocking().stream_l1_chunks = blocking.stream_l1_chunks >= 0
+                                    ? (blocking.stream_l1_chunks != 0 ? 1 : 0)
+                                    : Blocking().detected.stream_l1_chunks;
 }
 
 }  // namespace lockstep::kernels

@@ -72,7 +72,9 @@ std::string LinearKernelDescription();
 // on AMD family 1Ah (Zen 5) and later, where it was measured faster, T1 elsewhere) and
 // stream_narrow_tiles (whether streaming tiles of 7-8 rows take 3 columns, 24 accumulators, or 4,
 // 32 accumulators of which some live on the stack: 3 on AMD family 1Ah and later, where it was
-// measured faster, 4 elsewhere). None of it changes any bits.
+// measured faster, 4 elsewhere) and stream_l1_chunks (whether streaming tiles of several columns
+// whose x rows outgrow L1, more than twice x_chunk_bytes, cut K into x_chunk_bytes chunks as the
+// in-cache tiles do, or keep to stream_chunk_bytes: on). None of it changes any bits.
 struct LinearBlocking {
   int64_t l1_bytes = 32 << 10;  // as the CPU reports them (these defaults if it does not)
   int64_t l2_bytes = 1 << 20;
@@ -83,11 +85,12 @@ struct LinearBlocking {
   int stream_prefetch = -1;      // 1 on, 0 off
   int stream_prefetch_nta = -1;  // 1 prefetchnta, 0 prefetcht1
   int stream_narrow_tiles = -1;  // 1 the ISA's narrow streaming tiles, 0 its wide ones
+  int stream_l1_chunks = -1;     // 1 L1-sized K chunks where x outgrows L1, 0 stream chunks
 };
 LinearBlocking CurrentLinearBlocking();
 // For tests and benchmarks: sets x_chunk_bytes, stream_chunk_bytes, column_block_bytes and
-// row_panel_bytes (<= 0: the detected value), and stream_prefetch, stream_prefetch_nta and
-// stream_narrow_tiles (< 0: the detected choice).
+// row_panel_bytes (<= 0: the detected value), and stream_prefetch, stream_prefetch_nta,
+// stream_narrow_tiles and stream_l1_chunks (< 0: the detected choice).
 // Not to be called while a linear runs;
 // NumLinearTiles may change with column_block_bytes.
 void SetLinearBlocking(const LinearBlocking& blocking);

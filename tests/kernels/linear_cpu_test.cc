@@ -206,21 +206,27 @@ TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
   EXPECT_GE(detected.stream_prefetch, 0);
   EXPECT_GE(detected.stream_prefetch_nta, 0);
   EXPECT_GE(detected.stream_narrow_tiles, 0);
+  EXPECT_GE(detected.stream_l1_chunks, 0);
   struct Setting {
     int64_t x_chunk_bytes, stream_chunk_bytes, column_block_bytes, row_panel_bytes;
-    int stream_prefetch, stream_prefetch_nta, stream_narrow_tiles;
+    int stream_prefetch, stream_prefetch_nta, stream_narrow_tiles, stream_l1_chunks;
   };
   // 64-byte chunks: 16 k per chunk for any main tile (decode-sized M too, through
   // stream_chunk_bytes); 1 GiB: K in one chunk; 4-byte panels: one row block each; 1 GiB: one
   // panel. One-column streaming tiles (m = 1) with and without the software prefetch; streaming
   // tiles (m = 1, 7, 9) prefetching into L2 and non-temporally, 7 and 8 rows in wide and narrow
-  // tiles.
-  for (const Setting setting : {Setting{64, 64, 64 << 10, 4, 1, 0, 1},
-                                Setting{4 << 10, 4 << 10, 16 << 10, 200 << 10, 0, 1, 0},
-                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 1, 1, 1},
-                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 1, 1, 0},
-                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 1, 0, 1},
-                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 0, 0, 0}}) {
+  // tiles. 4 KiB x chunks against whole-K stream chunks: the streaming tiles of m = 7 and 9
+  // (rows of K over 8 KiB) in x chunks of 144 and 128 k where stream_l1_chunks is on, in one
+  // chunk where it is off; m = 1 (one column) in one chunk either way.
+  for (const Setting setting : {Setting{64, 64, 64 << 10, 4, 1, 0, 1, 1},
+                                Setting{4 << 10, 4 << 10, 16 << 10, 200 << 10, 0, 1, 0, 0},
+                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 1, 1, 1, 1},
+                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 1, 1, 0, 0},
+                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 1, 0, 1, 1},
+                                Setting{1 << 30, 1 << 30, 1 << 30, 1 << 30, 0, 0, 0, 0},
+                                Setting{4 << 10, 1 << 30, 1 << 30, 1 << 30, 1, 1, 1, 1},
+                                Setting{4 << 10, 1 << 30, 1 << 30, 1 << 30, 1, 0, 0, 1},
+                                Setting{4 << 10, 1 << 30, 1 << 30, 1 << 30, 1, 1, 0, 0}}) {
     LinearBlocking blocking;
     blocking.x_chunk_bytes = setting.x_chunk_bytes;
     blocking.stream_chunk_bytes = setting.stream_chunk_bytes;
@@ -229,10 +235,12 @@ TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
     blocking.stream_prefetch = setting.stream_prefetch;
     blocking.stream_prefetch_nta = setting.stream_prefetch_nta;
     blocking.stream_narrow_tiles = setting.stream_narrow_tiles;
+    blocking.stream_l1_chunks = setting.stream_l1_chunks;
     SetLinearBlocking(blocking);
     EXPECT_EQ(CurrentLinearBlocking().stream_prefetch, setting.stream_prefetch);
     EXPECT_EQ(CurrentLinearBlocking().stream_prefetch_nta, setting.stream_prefetch_nta);
     EXPECT_EQ(CurrentLinearBlocking().stream_narrow_tiles, setting.stream_narrow_tiles);
+    EXPECT_EQ(CurrentLinearBlocking().stream_l1_chunks, setting.stream_l1_chunks);
     for (LinearKernel kernel : AvailableKernels()) {
       for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{1, 1000, 50},
                              {7, 776, 75},
@@ -257,6 +265,7 @@ TEST(LinearCpuTest, CacheBlockingNeverChangesTheBits) {
   EXPECT_EQ(CurrentLinearBlocking().stream_prefetch, detected.stream_prefetch);
   EXPECT_EQ(CurrentLinearBlocking().stream_prefetch_nta, detected.stream_prefetch_nta);
   EXPECT_EQ(CurrentLinearBlocking().stream_narrow_tiles, detected.stream_narrow_tiles);
+  EXPECT_EQ(CurrentLinearBlocking().stream_l1_chunks, detected.stream_l1_chunks);
 }
 
 // A row's bits do not depend on which batch it sits in, nor at which position.
