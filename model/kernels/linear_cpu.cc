@@ -154,13 +154,14 @@ LinearBlocking DetectBlocking() {
   blocking.stream_prefetch_nta = IsAmdZen5OrLater() ? 1 : 0;
   blocking.stream_narrow_tiles = IsAmdZen5OrLater() ? 1 : 0;
   // Where a streaming tile's rows of all of K outgrow L1 (8 rows of the down projection's K =
-  // 2048: 64 KiB), every x load missed L1 and queued behind the weight lines for its miss
-  // buffers; in L1-sized chunks x stays in L1 and the weight rows are read a chunk at a time (the
-  // software prefetches keep running ahead inside the chunk). AMD EPYC Zen 5 (L1d 48 KiB),
-  // bench_linear_cold --rows 8, the down projections alone, variants alternated in one process,
-  // two runs (2026-12-07): 1 thread 22.5 / 22.2 GB/s in one chunk, 28.3 / 26.2 in 24 KiB chunks
-  // (27.2 / 25.9 in 16 KiB ones, Zen 4's L1 half); 2 threads 39.2 / 39.6 against 45.9 / 49.7.
-  // Not measured elsewhere; bench_linear_cold times both.
+  // 2048: 64 KiB), every x load missed L1 (our reading: and waited for a miss buffer behind the
+  // weight lines); in L1-sized chunks x stays in L1 and the weight rows are read a chunk at a
+  // time (the software prefetches keep running ahead inside the chunk). AMD EPYC Zen 5 (L1d 48
+  // KiB), bench_linear_cold --rows 8, variants alternated in one process (2026-12-07): the down
+  // projections alone 22.5 / 22.2 GB/s in one chunk, 28.3 / 26.2 in 24 KiB chunks (27.2 / 25.9
+  // in 16 KiB ones, Zen 4's L1 half) at 1 thread, 39.2 / 39.6 against 45.9 / 49.7 at 2; the
+  // whole sweep gained in each of three runs at both thread counts (bench/README.md). Not
+  // measured elsewhere, but the rule is the CPU's own L1; bench_linear_cold times both.
   blocking.stream_l1_chunks = 1;
   return blocking;
 }
