@@ -519,28 +519,24 @@ LinearBlocking CurrentLinearBlocking() {
 }
 
 void SetLinearBlocking(const LinearBlocking& blocking) {
-  Blocking().x_chunk_bytes = blocking.x_chunk_bytes > 0 ? blocking.x_chunk_bytes
-                                                        : Blocking().detected.x_chunk_bytes;
-  Blocking().stream_chunk_bytes = blocking.stream_chunk_bytes > 0
-                                      ? blocking.stream_chunk_bytes
-                                      : Blocking().detected.stream_chunk_bytes;
-  Blocking().column_block_bytes = blocking.column_block_bytes > 0
-                                      ? blocking.column_block_bytes
-                                      : Blocking().detected.column_block_bytes;
-  Blocking().row_panel_bytes = blocking.row_panel_bytes > 0 ? blocking.row_panel_bytes
-                                                            : Blocking().detected.row_panel_bytes;
-  Blocking().stream_prefetch = blocking.stream_prefetch >= 0
-                                   ? (blocking.stream_prefetch != 0 ? 1 : 0)
-                                   : Blocking().detected.stream_prefetch;
-  Blocking().stream_prefetch_nta = blocking.stream_prefetch_nta >= 0
-                                       ? (blocking.stream_prefetch_nta != 0 ? 1 : 0)
-                                       : Blocking().detected.stream_prefetch_nta;
-  Blocking().stream_narrow_tiles = blocking.stream_narrow_tiles >= 0
-                                       ? (blocking.stream_narrow_tiles != 0 ? 1 : 0)
-                                       : Blocking().detected.stream_narrow_tiles;
-  Blocking().stream_l1_chunks = blocking.stream_l1_chunks >= 0
-                                    ? (blocking.stream_l1_chunks != 0 ? 1 : 0)
-                                    : Blocking().detected.stream_l1_chunks;
+  const LinearBlocking& detected = Blocking().detected;
+  // A size <= 0 and a choice < 0 leave the detected value; a choice >= 0 is on (1) or off (0).
+  const auto size = [](int64_t set, int64_t detected_size) {
+    return set > 0 ? set : detected_size;
+  };
+  const auto choice = [](int set, int detected_choice) {
+    return set >= 0 ? (set != 0 ? 1 : 0) : detected_choice;
+  };
+  Blocking().x_chunk_bytes = size(blocking.x_chunk_bytes, detected.x_chunk_bytes);
+  Blocking().stream_chunk_bytes = size(blocking.stream_chunk_bytes, detected.stream_chunk_bytes);
+  Blocking().column_block_bytes = size(blocking.column_block_bytes, detected.column_block_bytes);
+  Blocking().row_panel_bytes = size(blocking.row_panel_bytes, detected.row_panel_bytes);
+  Blocking().stream_prefetch = choice(blocking.stream_prefetch, detected.stream_prefetch);
+  Blocking().stream_prefetch_nta =
+      choice(blocking.stream_prefetch_nta, detected.stream_prefetch_nta);
+  Blocking().stream_narrow_tiles =
+      choice(blocking.stream_narrow_tiles, detected.stream_narrow_tiles);
+  Blocking().stream_l1_chunks = choice(blocking.stream_l1_chunks, detected.stream_l1_chunks);
 }
 
 }  // namespace lockstep::kernels
