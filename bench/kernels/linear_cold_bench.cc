@@ -21,16 +21,21 @@
 // (LinearBlocking::stream_narrow_tiles, 7-8 rows): `linear_vs_stream_{wide,narrow}_tiles_tT`,
 // with x of the tiles that outgrow L1 (the down projection at 8 rows) in stream-sized and
 // L1-sized K chunks (LinearBlocking::stream_l1_chunks): `linear_vs_stream_{stream,l1}_chunks_tT`,
-// and with each thread held to its static share of the tiles: `static_split_vs_stream_tT`.
+// with each thread held to its static share of the tiles: `static_split_vs_stream_tT`, and with
+// the whole sweep as one parallel region whose threads meet at a spinning barrier after each
+// matrix, instead of a region per matrix: `one_region_vs_stream_tT` (what running a decode
+// step's linears in one region would gain; the model starts a region per call).
 #include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <new>
 #include <random>
 #include <string>
@@ -141,6 +146,62 @@ double Sweep(Buffers* b, const std::vector<Matrix>& matrices, int64_t rows, int 
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// A barrier for the threads of one OpenMP region that spins on an atomic word (no system call):
+// what a decode step run as one region would pay between two linears instead of a region's
+// start and end (libgomp wakes its team with a futex at both, spinning workers or not).
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int threads) : threads_(threads) {}
+  void Wait() {
+    const int generation = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == threads_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.store(generation + 1, std::memory_order_release);
+      return;
+    }
+    while (generation_.load(std::memory_order_acquire) == generation) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+
+ private:
+  const int threads_;
+  std::atomic<int> arrived_{0};
+  std::atomic<int> generation_{0};
+};
+
+// Seconds for one sweep as Sweep's with every matrix in one OpenMP region, the threads meeting
+// at a SpinBarrier after each matrix instead of starting and ending a region per matrix.
+double SweepInOneRegion(Buffers* b, const std::vector<Matrix>& matrices, int64_t rows,
+                        int threads) {
+  std::vector<kernels::LinearProblem> problems;
+  std::vector<std::unique_ptr<kernels::TileClaims>> claims;
+  for (const Matrix& m : matrices) {
+    kernels::LinearProblem p;
+    p.x = b->x.data();
+    p.x_stride = m.in_features;
+    p.rows = rows;
+    p.weight = b->weights.data() + m.offset;
+    p.out_features = m.out_features;
+    p.in_features = m.in_features;
+    p.y = b->y.data();
+    p.y_stride = m.out_features;
+    problems.push_back(p);
+    claims.push_back(std::make_unique<kernels::TileClaims>(kernels::NumLinearTiles(p), threads));
+  }
+  SpinBarrier barrier(threads);
+  const auto start = Clock::now();
+  OnThreads(threads, [&](int t) {
+    for (size_t i = 0; i < problems.size(); ++i) {
+      kernels::LinearClaimedTiles(problems[i], claims[i].get(), t);
+      barrier.Wait();
+    }
+  });
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
 // Seconds to read the whole weight buffer once, each thread an equal contiguous share: the
 // faster of a plain and a prefetching read (stream_read.h).
 double Stream(const Buffers& b, int threads, std::vector<float>* sums) {
@@ -229,13 +290,14 @@ int main(int argc, char** argv) {
     double best_hint[2] = {1e30, 1e30};      // [T1, NTA]
     double best_tiles[2] = {1e30, 1e30};     // [wide, narrow]
     double best_chunks[2] = {1e30, 1e30};    // [stream, L1]
-    double best_static = 1e30;
+    double best_static = 1e30, best_one_region = 1e30;
     std::vector<double> best_family(families.size(), 1e30);
     Sweep(&b, matrices, rows, threads, "");  // warm-up: page faults, thread start-up
     for (int round = 0; round < rounds; ++round) {
       best_sweep = std::min(best_sweep, Sweep(&b, matrices, rows, threads, ""));
       best_stream = std::min(best_stream, Stream(b, threads, &sums));
       best_static = std::min(best_static, Sweep(&b, matrices, rows, threads, "", true));
+      best_one_region = std::min(best_one_region, SweepInOneRegion(&b, matrices, rows, threads));
       for (int setting : {0, 1}) {
         best_prefetch[setting] =
             std::min(best_prefetch[setting], sweep_with(setting, -1, -1, -1, threads));
@@ -264,15 +326,16 @@ int main(int argc, char** argv) {
     json["linear_vs_stream_stream_chunks" + t] = best_stream / best_chunks[0];
     json["linear_vs_stream_l1_chunks" + t] = best_stream / best_chunks[1];
     json["static_split_vs_stream" + t] = best_stream / best_static;
+    json["one_region_vs_stream" + t] = best_stream / best_one_region;
     std::printf(
         "  %d thread%s: sweep %.1f ms = %.2f GB/s, read %.2f GB/s, "
         "linear_vs_stream %.3f (one-column prefetch off %.3f, on %.3f; hint T1 %.3f, NTA %.3f; "
-        "tiles wide %.3f, narrow %.3f; chunks stream %.3f, L1 %.3f; static split %.3f)\n   ",
+        "tiles wide %.3f, narrow %.3f; chunks stream %.3f, L1 %.3f; static split %.3f; one region %.3f)\n   ",
         threads, threads == 1 ? " " : "s", best_sweep * 1e3, linear_gbps, stream_gbps,
         linear_gbps / stream_gbps, best_stream / best_prefetch[0], best_stream / best_prefetch[1],
         best_stream / best_hint[0], best_stream / best_hint[1], best_stream / best_tiles[0],
         best_stream / best_tiles[1], best_stream / best_chunks[0], best_stream / best_chunks[1],
-        best_stream / best_static);
+        best_stream / best_static, best_stream / best_one_region);
     for (size_t f = 0; f < families.size(); ++f) {
       double family_bytes = 0;
       for (const Matrix& m : matrices) {
