@@ -116,6 +116,20 @@ struct Buffers {
   std::vector<float> x, y;
 };
 
+// Matrix m on x of `rows` rows (b's x and y, m's weights).
+kernels::LinearProblem ProblemOf(Buffers* b, const Matrix& m, int64_t rows) {
+  kernels::LinearProblem p;
+  p.x = b->x.data();
+  p.x_stride = m.in_features;
+  p.rows = rows;
+  p.weight = b->weights.data() + m.offset;
+  p.out_features = m.out_features;
+  p.in_features = m.in_features;
+  p.y = b->y.data();
+  p.y_stride = m.out_features;
+  return p;
+}
+
 // Seconds for one sweep over `matrices` (all of them, or those of `family`) on `threads`;
 // `static_split`: each thread computes exactly its contiguous range (no TileClaims), as the
 // model's linear did before the claims.
@@ -124,15 +138,7 @@ double Sweep(Buffers* b, const std::vector<Matrix>& matrices, int64_t rows, int 
   const auto start = Clock::now();
   for (const Matrix& m : matrices) {
     if (!family.empty() && m.family != family) continue;
-    kernels::LinearProblem p;
-    p.x = b->x.data();
-    p.x_stride = m.in_features;
-    p.rows = rows;
-    p.weight = b->weights.data() + m.offset;
-    p.out_features = m.out_features;
-    p.in_features = m.in_features;
-    p.y = b->y.data();
-    p.y_stride = m.out_features;
+    const kernels::LinearProblem p = ProblemOf(b, m, rows);
     const int64_t tiles = kernels::NumLinearTiles(p);
     if (static_split) {
       OnThreads(threads, [&](int t) {
@@ -179,17 +185,9 @@ double SweepInOneRegion(Buffers* b, const std::vector<Matrix>& matrices, int64_t
   std::vector<kernels::LinearProblem> problems;
   std::vector<std::unique_ptr<kernels::TileClaims>> claims;
   for (const Matrix& m : matrices) {
-    kernels::LinearProblem p;
-    p.x = b->x.data();
-    p.x_stride = m.in_features;
-    p.rows = rows;
-    p.weight = b->weights.data() + m.offset;
-    p.out_features = m.out_features;
-    p.in_features = m.in_features;
-    p.y = b->y.data();
-    p.y_stride = m.out_features;
-    problems.push_back(p);
-    claims.push_back(std::make_unique<kernels::TileClaims>(kernels::NumLinearTiles(p), threads));
+    problems.push_back(ProblemOf(b, m, rows));
+    claims.push_back(
+        std::make_unique<kernels::TileClaims>(kernels::NumLinearTiles(problems.back()), threads));
   }
   SpinBarrier barrier(threads);
   const auto start = Clock::now();
@@ -330,7 +328,8 @@ int main(int argc, char** argv) {
     std::printf(
         "  %d thread%s: sweep %.1f ms = %.2f GB/s, read %.2f GB/s, "
         "linear_vs_stream %.3f (one-column prefetch off %.3f, on %.3f; hint T1 %.3f, NTA %.3f; "
-        "tiles wide %.3f, narrow %.3f; chunks stream %.3f, L1 %.3f; static split %.3f; one region %.3f)\n   ",
+        "tiles wide %.3f, narrow %.3f; chunks stream %.3f, L1 %.3f; static split %.3f; "
+        "one region %.3f)\n   ",
         threads, threads == 1 ? " " : "s", best_sweep * 1e3, linear_gbps, stream_gbps,
         linear_gbps / stream_gbps, best_stream / best_prefetch[0], best_stream / best_prefetch[1],
         best_stream / best_hint[0], best_stream / best_hint[1], best_stream / best_tiles[0],
