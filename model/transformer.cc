@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/huge_pages.h"
+#include "model/kernels/kernel_team_ops.h"
 
 namespace lockstep {
 
@@ -46,6 +47,19 @@ AttentionPlan MakePlan(const PackedBatch& batch, const AttentionContext& context
   }
   plan.new_token_slots = torch::tensor(new_slots, torch::kInt64);
   return plan;
+}
+
+// A paged forward of at most this many tokens runs its layers as one OpenMP region
+// (kernel_team_ops.h): its linears and attention share the region's threads, and its other ops
+// run on the calling thread, as they already do at these sizes (their kernels' grain keeps a
+// [64, 768] RMSNorm inline). Larger forwards (prefill) keep a region per kernel call, so that
+// their norms and elementwise ops stay parallel.
+constexpr int64_t kKernelTeamMaxTokens = 64;
+
+// Whether `batch` runs as one region: a paged forward on the CPU, small, nothing to differentiate.
+bool UsesKernelTeam(const PackedBatch& batch, const AttentionPlan& plan) {
+  return plan.cache != nullptr && batch.token_ids.is_cpu() &&
+         batch.num_tokens() <= kKernelTeamMaxTokens && !torch::GradMode::is_enabled();
 }
 
 }  // namespace
@@ -246,7 +260,10 @@ absl::StatusOr<torch::Tensor> Transformer::Hidden(const PackedBatch& batch,
   try {
     AttentionPlan plan = MakePlan(batch, context, first_positions);
     plan.observer = observer;
-    return RunLayers(batch, plan);
+    if (!UsesKernelTeam(batch, plan)) return RunLayers(batch, plan);
+    torch::Tensor hidden;
+    kernels::RunWithKernelTeam(at::get_num_threads(), [&] { hidden = RunLayers(batch, plan); });
+    return hidden;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("model forward failed: ", e.what_without_backtrace()));
   }

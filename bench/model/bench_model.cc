@@ -5,6 +5,9 @@
 // decode_tokens_per_s (paged path, one token per sequence per step), blas_gflops (512x1024x1024
 // LibTorch matmul). --decode-op-times also times the decode steps op by op (OpTimer) and prints
 // each op's milliseconds a step and share of the step (JSON decode_op_ms_per_step).
+// --kernel-team-rounds N then runs the decode N times more with the kernel team on and off in
+// turn (kernel_team_ops.h: a decode forward as one OpenMP region) and prints both rates and
+// their medians (JSON decode_tokens_per_s_team_{on,off}, medians, and _rounds lists).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,8 +16,10 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "bench/median.h"
 #include "bench/model/throughput.h"
 #include "model/checkpoint.h"
+#include "model/kernels/kernel_team_ops.h"
 #include "nlohmann/json.hpp"
 
 int main(int argc, char** argv) {
@@ -26,6 +31,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   int64_t batch_size = 8, seq_len = 256, decode_context = 128, decode_steps = 32;
   bool decode_op_times = false;
+  int kernel_team_rounds = 0;
   app.add_option("--preset", preset)->capture_default_str();
   app.add_option("--arch", arch_name)->capture_default_str();
   app.add_option("--mode", mode_name, "Numeric mode: fast or batch_invariant")
@@ -40,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_option("--decode-steps", decode_steps)->capture_default_str();
   app.add_flag("--decode-op-times", decode_op_times,
                "Also time the decode steps op by op and print where a step goes");
+  app.add_option("--kernel-team-rounds", kernel_team_rounds,
+                 "Then time the decode this many times with the kernel team on and off in turn")
+      ->check(CLI::Range(0, 100));
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
 
@@ -68,6 +77,26 @@ int main(int argc, char** argv) {
   std::printf("  %-44s %12.1f\n",
               ("decode_tokens_per_s (paged, batch " + std::to_string(batch_size) + ", ctx " +
                std::to_string(decode_context) + ")").c_str(), decode);
+
+  // The kernel team on and off in turn, in this one process (the host's bandwidth moves by the
+  // minute; rounds side by side are what compare).
+  std::vector<double> team_rates[2];  // [off, on]
+  for (int round = 0; round < kernel_team_rounds; ++round) {
+    for (int turn : {0, 1}) {  // on first in even rounds, off first in odd ones
+      const int on = (round + turn) % 2 == 0 ? 1 : 0;
+      kernels::SetKernelTeamEnabled(on != 0);
+      team_rates[on].push_back(
+          DecodeTokensPerSecond(*model, batch_size, decode_context, decode_steps));
+    }
+    kernels::SetKernelTeamEnabled(true);
+    std::printf("  decode with the kernel team on / off, round %d: %.1f / %.1f tokens/s\n",
+                round + 1, team_rates[1].back(), team_rates[0].back());
+    std::fflush(stdout);
+  }
+  if (kernel_team_rounds > 0) {
+    std::printf("  %-44s %12.1f / %.1f\n", "decode tokens/s, kernel team on / off (median)",
+                Median(team_rates[1]), Median(team_rates[0]));
+  }
 
   nlohmann::json op_ms = nlohmann::json::object();
   if (decode_op_times) {
@@ -109,6 +138,12 @@ int main(int argc, char** argv) {
                            {"forward_tokens_per_s", forward},
                            {"decode_tokens_per_s", decode}};
     if (decode_op_times) json["decode_op_ms_per_step"] = op_ms;
+    if (kernel_team_rounds > 0) {
+      json["decode_tokens_per_s_team_on"] = Median(team_rates[1]);
+      json["decode_tokens_per_s_team_off"] = Median(team_rates[0]);
+      json["decode_tokens_per_s_team_on_rounds"] = team_rates[1];
+      json["decode_tokens_per_s_team_off_rounds"] = team_rates[0];
+    }
     std::ofstream(json_path) << json.dump(2) << "\n";
     std::printf("wrote %s\n", json_path.c_str());
   }

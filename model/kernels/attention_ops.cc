@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/kernels/attention_cpu.h"
+#include "model/kernels/kernel_team_ops.h"
 #include "model/kernels/ops_cuda.h"
 #include "model/kernels/recompute_backward.h"
 #include "model/kernels/wants_grad.h"
@@ -125,7 +126,12 @@ torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Ten
     problems[s] = MakeProblem(qc, kc, vc, key_rows[s], first_positions[s], out, begin, length);
     first_item[s + 1] = first_item[s] + length * q.size(1);
   }
-  at::parallel_for(0, first_item.back(), 1, [&](int64_t begin, int64_t end) {
+  // One contiguous range of items per thread (as at::parallel_for splits them), on the kernel
+  // team where the calling thread leads one (kernel_team_ops.h).
+  const int64_t items = first_item.back();
+  const int64_t parts = std::min<int64_t>(ParallelPartsThreads(), items);
+  ParallelParts(parts, [&](int64_t part) {
+    const int64_t begin = items * part / parts, end = items * (part + 1) / parts;
     // The sequence holding item `begin`, then each sequence's share of [begin, end).
     size_t s = std::upper_bound(first_item.begin(), first_item.end(), begin) -
                first_item.begin() - 1;

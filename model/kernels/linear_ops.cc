@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "model/kernels/kernel_team_ops.h"
 #include "model/kernels/linear_cpu.h"
 #include "model/kernels/ops_cuda.h"
 #include "model/kernels/tile_claims_cpu.h"
@@ -46,19 +47,18 @@ LinearProblem MakeProblem(const torch::Tensor& x, const torch::Tensor& w, const 
   return problem;
 }
 
-// All tiles of `problems` in one parallel region. One part per thread of the pool: parallel_for
-// hands each thread one part (or the caller all of them, when it runs inline), and a thread done
-// with its own range takes the others' last tiles.
+// All tiles of `problems` in one parallel region (or on the kernel team the calling thread
+// leads: kernel_team_ops.h). One part per thread: each thread takes one part (or the caller all
+// of them, when it runs inline), and a thread done with its own range takes the others' last
+// tiles.
 void RunProblems(const std::vector<LinearProblem>& problems) {
   const int count = static_cast<int>(problems.size());
   const int64_t num_tiles = NumLinearTiles(problems.data(), count);
   if (num_tiles == 0) return;
   TileClaims claims(num_tiles,
-                    static_cast<int>(std::min<int64_t>(at::get_num_threads(), num_tiles)));
-  at::parallel_for(0, claims.num_parts(), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t part = begin; part < end; ++part) {
-      LinearClaimedTiles(problems.data(), count, &claims, static_cast<int>(part));
-    }
+                    static_cast<int>(std::min<int64_t>(ParallelPartsThreads(), num_tiles)));
+  ParallelParts(claims.num_parts(), [&](int64_t part) {
+    LinearClaimedTiles(problems.data(), count, &claims, static_cast<int>(part));
   });
 }
 
