@@ -117,8 +117,6 @@ int ParallelPartsThreads() {
 
 void SetKernelTeamEnabled(bool on) { enabled.store(on, std::memory_order_relaxed); }
 
-bool KernelTeamEnabled() { return enabled.load(std::memory_order_relaxed); }
-
 int64_t KernelTeamsStarted() { return teams_started.load(std::memory_order_relaxed); }
 
 }  // namespace lockstep::kernels

@@ -40,7 +40,6 @@ int ParallelPartsThreads();
 // Whether RunWithKernelTeam starts a team (on unless switched off; for tests and benchmarks that
 // compare both).
 void SetKernelTeamEnabled(bool enabled);
-bool KernelTeamEnabled();
 
 // How many teams RunWithKernelTeam has started in this process (for tests).
 int64_t KernelTeamsStarted();
