@@ -82,15 +82,20 @@ int main(int argc, char** argv) {
   // minute; rounds side by side are what compare).
   std::vector<double> team_rates[2];  // [off, on]
   for (int round = 0; round < kernel_team_rounds; ++round) {
+    int64_t teams[2] = {0, 0};  // teams the decode started, [off, on]: shows the switch acted
     for (int turn : {0, 1}) {  // on first in even rounds, off first in odd ones
       const int on = (round + turn) % 2 == 0 ? 1 : 0;
       kernels::SetKernelTeamEnabled(on != 0);
+      const int64_t started = kernels::KernelTeamsStarted();
       team_rates[on].push_back(
           DecodeTokensPerSecond(*model, batch_size, decode_context, decode_steps));
+      teams[on] = kernels::KernelTeamsStarted() - started;
     }
     kernels::SetKernelTeamEnabled(true);
-    std::printf("  decode with the kernel team on / off, round %d: %.1f / %.1f tokens/s\n",
-                round + 1, team_rates[1].back(), team_rates[0].back());
+    std::printf("  decode with the kernel team on / off, round %d: %.1f / %.1f tokens/s "
+                "(teams started %ld / %ld)\n",
+                round + 1, team_rates[1].back(), team_rates[0].back(),
+                static_cast<long>(teams[1]), static_cast<long>(teams[0]));
     std::fflush(stdout);
   }
   if (kernel_team_rounds > 0) {
