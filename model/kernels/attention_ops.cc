@@ -6,12 +6,11 @@
 #include <cmath>
 #include <vector>
 
+#include "model/kernels/attention_backward_ops.h"
 #include "model/kernels/attention_cpu.h"
 #include "model/kernels/kernel_team_ops.h"
 #include "model/kernels/ops_cuda.h"
-#include "model/kernels/recompute_backward.h"
 #include "model/kernels/wants_grad.h"
-#include "model/ops.h"
 
 namespace lockstep::kernels {
 namespace {
@@ -64,20 +63,16 @@ struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
                                torch::Tensor values, torch::Tensor key_rows,
                                int64_t first_position) {
     ctx->save_for_backward({q, keys, values, key_rows});
+    ctx->saved_data["first_position"] = first_position;
     return RunAttention(q, keys, values, key_rows, first_position);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const torch::Tensor key_rows = saved[3];
-    saved.pop_back();
-    auto g = RecomputeBackward(
-        [&key_rows](const std::vector<torch::Tensor>& in) {
-          return ops::CausalAttention(in[0], in[1].index_select(0, key_rows),
-                                      in[2].index_select(0, key_rows));
-        },
-        saved, grads[0]);
-    return {g[0], g[1], g[2], torch::Tensor(), torch::Tensor()};
+    const auto saved = ctx->get_saved_variables();
+    AttentionGrads g = CausalAttentionBackward(saved[0], saved[1], saved[2], saved[3],
+                                               ctx->saved_data["first_position"].toInt(),
+                                               grads[0]);
+    return {g.q, g.keys, g.values, torch::Tensor(), torch::Tensor()};
   }
 };
 

@@ -14,8 +14,8 @@ namespace lockstep::kernels {
 //   keys, values: [num_rows, num_kv_heads, head_dim] float32 (a sequence's own keys in training,
 //     the flat block cache in paged mode); key_rows: [first_position + num_queries] int64, the
 //     row holding each position.
-// Returns [num_queries, num_heads, head_dim]. Differentiable in q, keys and values (backward by
-// the fast-mode formula).
+// Returns [num_queries, num_heads, head_dim]. Differentiable in q, keys and values (backward:
+// attention_backward_ops.h, the gradients of the fast-mode formula).
 torch::Tensor FixedOrderAttention(const torch::Tensor& q, const torch::Tensor& keys,
                                   const torch::Tensor& values, const torch::Tensor& key_rows,
                                   int64_t first_position);
