@@ -2,14 +2,18 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "model/kernels/argmax_cpu.h"
 #include "model/kernels/log_softmax_cpu.h"
 #include "model/kernels/ops_cuda.h"
 #include "model/kernels/parallel_grain.h"
 #include "model/kernels/recompute_backward.h"
+#include "model/kernels/rms_norm_backward_cpu.h"
 #include "model/kernels/rms_norm_cpu.h"
+#include "model/kernels/silu_mul_backward_cpu.h"
 #include "model/kernels/silu_mul_cpu.h"
 #include "model/kernels/wants_grad.h"
 #include "model/ops.h"
@@ -62,6 +66,47 @@ torch::Tensor RunTargetLogProbs(const torch::Tensor& logits, const torch::Tensor
   return out;
 }
 
+// RMSNorm's gradients on the CPU (rms_norm_backward_cpu.h): rows split into one fixed part per
+// thread, each part's grad_w terms in its own row of `partial`, the parts summed in order.
+std::pair<torch::Tensor, torch::Tensor> RmsNormBackwardCpu(const torch::Tensor& x,
+                                                           const torch::Tensor& weight,
+                                                           const torch::Tensor& grad_y,
+                                                           double eps) {
+  const torch::Tensor xc = x.contiguous();
+  const torch::Tensor wc = weight.contiguous();
+  const torch::Tensor gc = grad_y.contiguous();
+  torch::Tensor grad_x = torch::empty_like(xc);
+  const int64_t dim = x.size(-1);
+  const int64_t rows = xc.numel() / dim;
+  const int64_t parts =
+      std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows / RowGrain(dim)));
+  torch::Tensor partial = torch::zeros({parts, dim}, wc.options());
+  at::parallel_for(0, parts, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t part = begin; part < end; ++part) {
+      RmsNormBackwardRows(xc.data_ptr<float>(), wc.data_ptr<float>(), gc.data_ptr<float>(),
+                          grad_x.data_ptr<float>(), partial.data_ptr<float>() + part * dim, dim,
+                          eps, rows * part / parts, rows * (part + 1) / parts);
+    }
+  });
+  return {grad_x, partial.sum(0)};
+}
+
+// SiLU·mul's gradients on the CPU (silu_mul_backward_cpu.h).
+std::pair<torch::Tensor, torch::Tensor> SiluMulBackwardCpu(const torch::Tensor& gate,
+                                                           const torch::Tensor& up,
+                                                           const torch::Tensor& grad_out) {
+  const torch::Tensor g = gate.contiguous();
+  const torch::Tensor u = up.contiguous();
+  const torch::Tensor d = grad_out.contiguous();
+  torch::Tensor grad_gate = torch::empty_like(g);
+  torch::Tensor grad_up = torch::empty_like(u);
+  at::parallel_for(0, g.numel(), kElementGrain, [&](int64_t begin, int64_t end) {
+    SiluMulBackward(g.data_ptr<float>(), u.data_ptr<float>(), d.data_ptr<float>(),
+                    grad_gate.data_ptr<float>(), grad_up.data_ptr<float>(), begin, end);
+  });
+  return {grad_gate, grad_up};
+}
+
 struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor weight,
                                double eps) {
@@ -71,10 +116,15 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const double eps = ctx->saved_data["eps"].toDouble();
-    auto g = RecomputeBackward(
-        [eps](const auto& in) { return ops::RmsNormFormula(in[0], in[1], eps); },
-                               ctx->get_saved_variables(), grads[0]);
-    return {g[0], g[1], torch::Tensor()};
+    const auto saved = ctx->get_saved_variables();
+    if (saved[0].is_cuda()) {
+      auto g = RecomputeBackward(
+          [eps](const auto& in) { return ops::RmsNormFormula(in[0], in[1], eps); }, saved,
+          grads[0]);
+      return {g[0], g[1], torch::Tensor()};
+    }
+    auto [grad_x, grad_w] = RmsNormBackwardCpu(saved[0], saved[1], grads[0], eps);
+    return {grad_x, grad_w, torch::Tensor()};
   }
 };
 
@@ -84,10 +134,13 @@ struct SiluMulFunction : public torch::autograd::Function<SiluMulFunction> {
     return RunSiluMul(gate, up);
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    auto g = RecomputeBackward(
-        [](const auto& in) { return ops::SiluMulFormula(in[0], in[1]); },
-                               ctx->get_saved_variables(), grads[0]);
-    return {g[0], g[1]};
+    const auto saved = ctx->get_saved_variables();
+    if (saved[0].is_cuda()) {
+      return RecomputeBackward([](const auto& in) { return ops::SiluMulFormula(in[0], in[1]); },
+                               saved, grads[0]);
+    }
+    auto [grad_gate, grad_up] = SiluMulBackwardCpu(saved[0], saved[1], grads[0]);
+    return {grad_gate, grad_up};
   }
 };
 
