@@ -29,15 +29,17 @@ constexpr int64_t kFastKernelMaxRows = 64;
 // Fast mode's one-sequence attention over cache rows (AttentionOverRows; paged forwards take
 // PackedAttentionOverRows, the kernel at any length) runs the kernel for at most this many
 // queries: the stock path gathers the sequence's keys and values into copies every layer and
-// step (bench_kernels: attention_decode_ms 5.5 stock vs 0.23 kernel).
+// step (bench_kernels: attention_decode_ms 5.5 stock vs 0.23 kernel). A training sequence's
+// float32 CPU attention (keys read in place) runs the kernel at any length, forward and its
+// backward (bench_kernels --threads 1, AMD EPYC Zen 5, 512 queries x 12/4 heads x 64: forward +
+// backward 29.7-38.2 ms through the formula and autograd, 17.5-22.2 through the kernel).
 constexpr int64_t kFastKernelMaxQueries = 16;
 
-// Fast mode runs RMSNorm in the kernel for float32 CPU rows of at least this many elements, and
-// for shorter rows (Qwen3's per-head q/k norms, 64) only up to kFastShortNormMaxRows rows: its
-// per-row reduction tree costs more than stock's vectorised mean there (bench_kernels: q_norm
-// of 8 tokens, 96 rows, 14.8 us stock vs 10.7 kernel; of 256 tokens, 3072 rows, 92 vs 134).
-constexpr int64_t kFastNormLongRow = 256;
-constexpr int64_t kFastShortNormMaxRows = 512;
+// Fast mode runs float32 CPU RMSNorm in the kernel at every size. Until the kernel reduced
+// 64-float rows in registers (2026-12-07) Qwen3's per-head q/k norms of many rows took the
+// formula; now bench_kernels --threads 1 (AMD EPYC Zen 5) puts the kernel ahead at every size:
+// q_norm of 256 tokens (3072 rows of 64) 79.3 us formula vs 35.7 kernel, of 8 tokens 11.4 vs
+// 1.7, and forward + backward of 512 tokens 0.97 ms vs 0.35.
 
 int64_t Rows(const torch::Tensor& x) { return x.dim() == 0 ? 1 : x.numel() / x.size(-1); }
 
@@ -77,8 +79,7 @@ std::vector<torch::Tensor> Linears(const torch::Tensor& x, const std::vector<tor
 
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,
                       NumericMode mode) {
-  const bool kernel_wins = x.size(-1) >= kFastNormLongRow || Rows(x) <= kFastShortNormMaxRows;
-  if (Invariant(mode) || (CpuFloat(x) && CpuFloat(weight) && kernel_wins)) {
+  if (Invariant(mode) || (CpuFloat(x) && CpuFloat(weight))) {
     return kernels::FixedOrderRmsNorm(x, weight, eps);
   }
   return RmsNormFormula(x, weight, eps);
@@ -138,7 +139,14 @@ torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& key
         key_rows.defined() ? key_rows : torch::arange(first_position + q.size(0), torch::kInt64);
     return kernels::FixedOrderAttention(q, keys, values, rows, first_position);
   }
-  if (!key_rows.defined()) return CausalAttention(q, keys, values);
+  if (!key_rows.defined()) {
+    if (CpuFloat(q) && CpuFloat(keys) && CpuFloat(values)) {
+      return kernels::FixedOrderAttention(q, keys, values,
+                                          torch::arange(first_position + q.size(0), torch::kInt64),
+                                          first_position);
+    }
+    return CausalAttention(q, keys, values);
+  }
   if (q.size(0) <= kFastKernelMaxQueries && CpuFloat(q) && CpuFloat(keys)) {
     return kernels::FixedOrderAttention(q, keys, values, key_rows, first_position);
   }

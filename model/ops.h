@@ -36,14 +36,14 @@ std::vector<torch::Tensor> Linears(const torch::Tensor& x, const std::vector<tor
                                    ForwardKind kind);
 
 // Hugging Face RMSNorm: in float32, x * rsqrt(mean(x^2) + eps), cast back, times weight.
-// Float32 CPU inputs run the fixed-order kernel in both modes (except many short rows, see
-// ops.cc): at 2 threads stock LibTorch 1.13 takes 21 us on [8, 768] and 78 on [256, 768] where
-// the kernel takes 4.3 and 30 (bench_kernels rms_norm_*); other inputs run RmsNormFormula.
+// Float32 CPU inputs run the fixed-order kernel in both modes, at every size (see ops.cc): at
+// 2 threads stock LibTorch 1.13 takes 21 us on [8, 768] and 78 on [256, 768] where the kernel
+// takes 4.3 and 30 (bench_kernels rms_norm_*); other inputs run RmsNormFormula.
 torch::Tensor RmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps,
                       NumericMode mode);
 
-// The RMSNorm formula in stock LibTorch ops (differentiable): fast mode's fallback and the
-// formula the kernel's backward differentiates.
+// The RMSNorm formula in stock LibTorch ops (differentiable): fast mode's fallback, the
+// formula whose gradients the kernel's backward computes, and what it differentiates on CUDA.
 torch::Tensor RmsNormFormula(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 // SwiGLU gate: silu(gate) * up. Float32 CPU inputs run the fixed-order kernel in both
@@ -64,9 +64,9 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
 // The same attention with keys and values addressed by row: position j of the sequence is row
 // key_rows[j] of `keys`/`values` ([rows, num_kv_heads, head_dim]); query i is at position
 // first_position + i. Serves training (a sequence's own rows) and paged mode (cache slots).
-// An undefined key_rows means rows 0, 1, ... in order (training), which fast mode then reads in
-// place instead of gathering a copy. Fast mode runs decode-sized paged calls (few queries) in
-// batch-invariant mode's kernel, which reads the rows in place.
+// An undefined key_rows means rows 0, 1, ... in order (training), read in place. Fast mode runs
+// float32 CPU training calls and decode-sized paged calls (few queries) in batch-invariant
+// mode's kernel (its forward and backward are the faster there), the rest in the formula.
 torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& keys,
                                 const torch::Tensor& values, const torch::Tensor& key_rows,
                                 int64_t first_position, NumericMode mode);

@@ -1,12 +1,15 @@
 // bench_kernels: batch-invariant kernels against stock LibTorch, side by side in one run.
 //   build/bench/bench_kernels [--json FILE] [--seconds 1] [--threads 0] [--skip-model]
 // Linear GFLOP/s at M in {1, 8, 64, 512} with K = N = 1024 and at the base preset's shapes,
-// attention decode, and whole-model forward and decode tokens/s in both numeric modes.
+// attention decode, the row ops, forward + backward of attention and the row ops at one training
+// sequence's shapes (formula through autograd against the kernels' own backward), and whole-model
+// forward and decode tokens/s in both numeric modes.
 // Ratios are batch-invariant / stock (higher is better, 1.0 = parity of speed).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "bench/model/throughput.h"
@@ -14,6 +17,7 @@
 #include "model/compute_threads.h"
 #include "model/kernels/linear_cpu.h"
 #include "model/kernels/linear_ops.h"
+#include "model/kernels/attention_ops.h"
 #include "model/kernels/elementwise_ops.h"
 #include "model/ops.h"
 #include "model/rope.h"
@@ -59,6 +63,58 @@ std::pair<double, double> MeasureAttentionDecode(int64_t batch, int64_t context,
   const double fast = TimePerCall([&] { run(NumericMode::kFast); }, seconds);
   const double invariant = TimePerCall([&] { run(NumericMode::kBatchInvariant); }, seconds);
   return {fast, invariant};
+}
+
+// Forward + backward (seconds per call) through the stock formula with autograd and through the
+// kernel with its own backward, the gradients reset before each call.
+struct TrainingOpFigures {
+  double formula = 0, kernel = 0;
+};
+
+template <typename Formula, typename Kernel>
+TrainingOpFigures TimeForwardBackward(std::vector<torch::Tensor> inputs,
+                                      const torch::Tensor& grad_out, const Formula& formula,
+                                      const Kernel& kernel, double seconds) {
+  for (torch::Tensor& t : inputs) t.requires_grad_(true);
+  auto run = [&](const auto& op) {
+    for (torch::Tensor& t : inputs) t.mutable_grad().reset();
+    op(inputs).backward(grad_out);
+  };
+  return {TimePerCall([&] { run(formula); }, seconds),
+          TimePerCall([&] { run(kernel); }, seconds)};
+}
+
+// One training sequence's causal attention (queries x heads / kv heads x head_dim).
+TrainingOpFigures MeasureAttentionTraining(int64_t queries, int64_t heads, int64_t kv_heads,
+                                           int64_t head_dim, double seconds) {
+  const torch::Tensor rows = torch::arange(queries, torch::kInt64);
+  return TimeForwardBackward(
+      {torch::randn({queries, heads, head_dim}), torch::randn({queries, kv_heads, head_dim}),
+       torch::randn({queries, kv_heads, head_dim})},
+      torch::randn({queries, heads, head_dim}),
+      [](const std::vector<torch::Tensor>& in) { return ops::CausalAttention(in[0], in[1], in[2]); },
+      [&](const std::vector<torch::Tensor>& in) {
+        return kernels::FixedOrderAttention(in[0], in[1], in[2], rows, 0);
+      },
+      seconds);
+}
+
+TrainingOpFigures MeasureRmsNormTraining(int64_t rows, int64_t dim, double seconds) {
+  return TimeForwardBackward(
+      {torch::randn({rows, dim}), torch::rand({dim}) + 0.5}, torch::randn({rows, dim}),
+      [](const std::vector<torch::Tensor>& in) { return ops::RmsNormFormula(in[0], in[1], 1e-6); },
+      [](const std::vector<torch::Tensor>& in) {
+        return kernels::FixedOrderRmsNorm(in[0], in[1], 1e-6);
+      },
+      seconds);
+}
+
+TrainingOpFigures MeasureSiluMulTraining(int64_t rows, int64_t dim, double seconds) {
+  return TimeForwardBackward(
+      {torch::randn({rows, dim}), torch::randn({rows, dim})}, torch::randn({rows, dim}),
+      [](const std::vector<torch::Tensor>& in) { return ops::SiluMulFormula(in[0], in[1]); },
+      [](const std::vector<torch::Tensor>& in) { return kernels::FixedOrderSiluMul(in[0], in[1]); },
+      seconds);
 }
 
 // Stock-formula vs kernel time (seconds per call) of the row ops at one size, no grad.
@@ -177,6 +233,25 @@ int main(int argc, char** argv) {
                   MeasureSiluMul(rows, 2048, seconds));
     report_row_op("rope " + r + " x 12 x 64", "rope_" + r + "x12x64", MeasureRope(rows, seconds));
   }
+
+  // One 512-token training sequence of the base preset, forward + backward.
+  std::printf("  %-34s %12s %12s %8s\n", "training ops, fwd + bwd (ms)", "formula", "kernel",
+              "speed-up");
+  auto report_training_op = [&](const std::string& label, const std::string& key,
+                                TrainingOpFigures f) {
+    std::printf("  %-34s %12.3f %12.3f %8.2f\n", label.c_str(), f.formula * 1e3, f.kernel * 1e3,
+                f.formula / f.kernel);
+    std::fflush(stdout);
+    json[key] = {{"formula_ms", f.formula * 1e3}, {"kernel_ms", f.kernel * 1e3}};
+  };
+  report_training_op("attention 512 x 12/4 x 64", "training_attention_512",
+                     MeasureAttentionTraining(512, 12, 4, 64, seconds));
+  report_training_op("rms_norm 512 x 768", "training_rms_norm_512x768",
+                     MeasureRmsNormTraining(512, 768, seconds));
+  report_training_op("rms_norm 512 x 12 x 64 (q_norm)", "training_rms_norm_512x12x64",
+                     MeasureRmsNormTraining(512 * 12, 64, seconds));
+  report_training_op("silu_mul 512 x 2048", "training_silu_mul_512x2048",
+                     MeasureSiluMulTraining(512, 2048, seconds));
 
   if (!skip_model) {
     absl::StatusOr<ModelConfig> config = PresetConfig(Architecture::kQwen3, "base");
