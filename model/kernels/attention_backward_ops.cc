@@ -21,10 +21,10 @@ constexpr int64_t kQueryBlock = 128;
 
 // [rows, num_kv_heads * group, d] -> [num_kv_heads, rows * group, d]: per kv head, its query
 // heads' rows, query-major (row i * group + h is query i of the group's head h), so that a block
-// of queries is a block of rows.
+// of queries is a block of rows. (reshape: an incoming gradient need not be contiguous.)
 torch::Tensor ByKvHead(const torch::Tensor& t, int64_t num_kv_heads) {
   const int64_t rows = t.size(0), group = t.size(1) / num_kv_heads, d = t.size(2);
-  return t.view({rows, num_kv_heads, group, d})
+  return t.reshape({rows, num_kv_heads, group, d})
       .permute({1, 0, 2, 3})
       .reshape({num_kv_heads, rows * group, d});
 }

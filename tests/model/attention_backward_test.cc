@@ -47,7 +47,9 @@ TEST(AttentionBackwardTest, MatchesAutogradThroughTheFormula) {
         c.scattered ? torch::randperm(cache_rows, torch::kInt64).narrow(0, 0, positions)
                           .contiguous()
                     : torch::arange(positions, torch::kInt64);
-    const torch::Tensor grad_out = torch::randn({c.num_queries, c.num_heads, c.head_dim});
+    // Non-contiguous, as a gradient arriving through a view can be.
+    const torch::Tensor grad_out =
+        torch::randn({c.num_heads, c.num_queries, c.head_dim}).transpose(0, 1);
 
     // Expected: autograd through the formula on the gathered rows, in float64.
     torch::Tensor q64 = q.to(torch::kFloat64).requires_grad_();
