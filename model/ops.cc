@@ -153,17 +153,25 @@ torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& key
   return CausalAttention(q, keys.index_select(0, key_rows), values.index_select(0, key_rows));
 }
 
+namespace {
+
+// Whether a packed batch's attention runs the kernel in one call (differentiable): float32 CPU
+// tensors in both modes (paged: the generator's, at every length, prefill included, as Linear in
+// a paged forward; training: forward and backward beat the formula's, see
+// kFastKernelMaxQueries), and CUDA ones in batch-invariant mode (one launch).
+bool PackedAttentionInKernel(const torch::Tensor& q, const torch::Tensor& keys,
+                             const torch::Tensor& values, NumericMode mode) {
+  return (CpuFloat(q) && CpuFloat(keys) && CpuFloat(values)) || (Invariant(mode) && q.is_cuda());
+}
+
+}  // namespace
+
 torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tensor& keys,
                                       const torch::Tensor& values,
                                       const std::vector<torch::Tensor>& key_rows,
                                       const std::vector<int64_t>& first_positions,
                                       const std::vector<int64_t>& cu_seqlens, NumericMode mode) {
-  // Paged attention is the generator's: the kernel at every length, prefill included (as
-  // Linear in a paged forward); only a graph (a test differentiating through the cache)
-  // takes the per-sequence path. On CUDA only batch-invariant mode runs the kernel (one launch).
-  const bool runs_kernel = (CpuFloat(q) && CpuFloat(keys) && CpuFloat(values)) ||
-                           (Invariant(mode) && q.is_cuda());
-  if (!kernels::WantsGrad(q, keys, values) && runs_kernel) {
+  if (PackedAttentionInKernel(q, keys, values, mode)) {
     return kernels::FixedOrderAttentionPacked(q, keys, values, key_rows, first_positions,
                                               cu_seqlens);
   }
@@ -173,6 +181,29 @@ torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tenso
     const int64_t length = cu_seqlens[s + 1] - cu_seqlens[s];
     outputs.push_back(AttentionOverRows(q.narrow(0, cu_seqlens[s], length), keys, values,
                                         key_rows[s], first_positions[s], mode));
+  }
+  return torch::cat(outputs, 0);
+}
+
+torch::Tensor TrainingAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, const std::vector<int64_t>& cu_seqlens,
+                                NumericMode mode) {
+  const size_t num_sequences = cu_seqlens.size() - 1;
+  if (PackedAttentionInKernel(q, k, v, mode)) {
+    std::vector<torch::Tensor> rows;  // sequence s's keys: its own rows of k
+    rows.reserve(num_sequences);
+    for (size_t s = 0; s < num_sequences; ++s) {
+      rows.push_back(torch::arange(cu_seqlens[s], cu_seqlens[s + 1], torch::kInt64));
+    }
+    return kernels::FixedOrderAttentionPacked(q, k, v, rows,
+                                              std::vector<int64_t>(num_sequences, 0), cu_seqlens);
+  }
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(num_sequences);
+  for (size_t s = 0; s < num_sequences; ++s) {
+    const int64_t begin = cu_seqlens[s], length = cu_seqlens[s + 1] - begin;
+    outputs.push_back(AttentionOverRows(q.narrow(0, begin, length), k.narrow(0, begin, length),
+                                        v.narrow(0, begin, length), torch::Tensor(), 0, mode));
   }
   return torch::cat(outputs, 0);
 }

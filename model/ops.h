@@ -73,16 +73,25 @@ torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& key
 
 // AttentionOverRows for every sequence of a packed batch (paged mode): q: [num_tokens, num_heads,
 // head_dim], sequence s's queries at rows cu_seqlens[s] .. cu_seqlens[s + 1], its key rows and
-// first position key_rows[s], first_positions[s]. Where AttentionOverRows would run the kernel
-// for every sequence (CUDA tensors: in batch-invariant mode) and no gradient is wanted, one
-// kernel call covers them all (same bits,
-// one parallel region instead of one per sequence); otherwise it calls AttentionOverRows per
-// sequence. Returns [num_tokens, num_heads, head_dim].
+// first position key_rows[s], first_positions[s]. Float32 CPU tensors in both modes, and CUDA
+// ones in batch-invariant mode, run one kernel call for them all, with or without a graph (the
+// bits AttentionOverRows's kernel gives each sequence; one parallel region and one graph node
+// instead of one per sequence); otherwise it calls AttentionOverRows per sequence. Returns
+// [num_tokens, num_heads, head_dim].
 torch::Tensor PackedAttentionOverRows(const torch::Tensor& q, const torch::Tensor& keys,
                                       const torch::Tensor& values,
                                       const std::vector<torch::Tensor>& key_rows,
                                       const std::vector<int64_t>& first_positions,
                                       const std::vector<int64_t>& cu_seqlens, NumericMode mode);
+
+// Causal attention of every sequence of a packed training batch over its own keys: q, k, v
+// [num_tokens, heads or kv heads, head_dim], sequence s in rows cu_seqlens[s] .. cu_seqlens[s + 1]
+// from position 0. Each sequence gets AttentionOverRows's result for its rows (bit for bit in
+// batch-invariant mode); where the kernel runs (PackedAttentionOverRows's rule) one call and one
+// graph node cover the batch. Differentiable.
+torch::Tensor TrainingAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, const std::vector<int64_t>& cu_seqlens,
+                                NumericMode mode);
 
 // log_softmax(logits / temperature)[i, targets[i]] in float32. logits: [n, vocab] (any float
 // dtype), targets: [n] int64. Returns [n] float32.

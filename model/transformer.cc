@@ -126,17 +126,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const AttentionPlan
     attended = ops::PackedAttentionOverRows(q, keys, values, plan.key_rows, plan.first_positions,
                                             plan.cu_seqlens, mode_);
   } else {
-    std::vector<torch::Tensor> outputs;
-    outputs.reserve(plan.cu_seqlens.size() - 1);
-    for (size_t s = 0; s + 1 < plan.cu_seqlens.size(); ++s) {
-      const int64_t begin = plan.cu_seqlens[s];
-      const int64_t length = plan.cu_seqlens[s + 1] - begin;
-      outputs.push_back(ops::AttentionOverRows(q.narrow(0, begin, length),
-                                               k.narrow(0, begin, length),
-                                               v.narrow(0, begin, length), torch::Tensor(), 0,
-                                               mode_));
-    }
-    attended = torch::cat(outputs, 0);
+    attended = ops::TrainingAttention(q, k, v, plan.cu_seqlens, mode_);
   }
   attended = attended.view({num_tokens, num_heads_ * head_dim_});
   tap(Op::kAttention, attended);

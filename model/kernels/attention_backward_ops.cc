@@ -36,27 +36,26 @@ void ParallelRows(int64_t rows, int64_t length, const F& f) {
 }
 
 // The inverse of ByKvHead.
-torch::Tensor FromKvHead(const torch::Tensor& t, int64_t rows) {
-  const int64_t num_kv_heads = t.size(0), group = t.size(1) / rows, d = t.size(2);
+torch::Tensor FromKvHead(const torch::Tensor& t, int64_t rows, int64_t group) {
+  const int64_t num_kv_heads = t.size(0), d = t.size(2);
   return t.view({num_kv_heads, rows, group, d})
       .permute({1, 0, 2, 3})
       .reshape({rows, num_kv_heads * group, d});
 }
 
-// The gradient of the rows `rows` of `like` ([rows, kv, d]) from theirs by position
-// (grad: [kv, positions, d]), zero in every other row. Training reads a sequence's own keys in
-// order (rows = 0, 1, ...): a copy, no scatter (on CUDA index_add_ adds in no fixed order).
-torch::Tensor ToRows(const torch::Tensor& grad, const torch::Tensor& like,
-                     const torch::Tensor& rows) {
-  const torch::Tensor by_position = grad.permute({1, 0, 2});
+// Adds the gradient of rows `rows` of `target` ([rows, kv, d]) from theirs by position
+// (grad: [kv, positions, d]). Rows that are one ascending run (a training sequence's own keys)
+// take a slice add; others index_add_ (on CUDA index_add_ adds in no fixed order).
+void AddToRows(const torch::Tensor& grad, torch::Tensor& target, const torch::Tensor& rows) {
+  const torch::Tensor by_position = grad.permute({1, 0, 2}).to(target.scalar_type());
   const int64_t positions = rows.size(0);
-  if (like.size(0) == positions &&
-      torch::equal(rows, torch::arange(positions, rows.options()))) {
-    return by_position.contiguous().to(like.scalar_type());
+  const int64_t first = positions > 0 ? rows[0].item<int64_t>() : 0;
+  if (first >= 0 && first + positions <= target.size(0) &&
+      torch::equal(rows, torch::arange(first, first + positions, rows.options()))) {
+    target.narrow(0, first, positions).add_(by_position);
+    return;
   }
-  return torch::zeros(like.sizes(), like.options().dtype(torch::kFloat32))
-      .index_add_(0, rows, by_position)
-      .to(like.scalar_type());
+  target.index_add_(0, rows, by_position);
 }
 
 }  // namespace
@@ -64,6 +63,18 @@ torch::Tensor ToRows(const torch::Tensor& grad, const torch::Tensor& like,
 AttentionGrads CausalAttentionBackward(const torch::Tensor& q, const torch::Tensor& keys,
                                        const torch::Tensor& values, const torch::Tensor& key_rows,
                                        int64_t first_position, const torch::Tensor& grad_out) {
+  AttentionGrads grads;
+  grads.keys = torch::zeros_like(keys);
+  grads.values = torch::zeros_like(values);
+  grads.q = CausalAttentionBackwardAdd(q, keys, values, key_rows, first_position, grad_out,
+                                       grads.keys, grads.values);
+  return grads;
+}
+
+torch::Tensor CausalAttentionBackwardAdd(const torch::Tensor& q, const torch::Tensor& keys,
+                                         const torch::Tensor& values, const torch::Tensor& key_rows,
+                                         int64_t first_position, const torch::Tensor& grad_out,
+                                         torch::Tensor& grad_keys, torch::Tensor& grad_values) {
   torch::NoGradGuard no_grad;
   const int64_t num_queries = q.size(0);
   const int64_t num_kv_heads = keys.size(1);
@@ -133,11 +144,9 @@ AttentionGrads CausalAttentionBackward(const torch::Tensor& q, const torch::Tens
     grad_k.narrow(1, 0, seen).baddbmm_(grad_scores.transpose(1, 2), q_block);
   }
 
-  AttentionGrads grads;
-  grads.q = FromKvHead(grad_q.mul_(scale), num_queries).to(q.scalar_type());
-  grads.keys = ToRows(grad_k, keys, rows);
-  grads.values = ToRows(grad_v, values, rows);
-  return grads;
+  AddToRows(grad_k, grad_keys, rows);
+  AddToRows(grad_v, grad_values, rows);
+  return FromKvHead(grad_q.mul_(scale), num_queries, group).to(q.scalar_type());
 }
 
 }  // namespace lockstep::kernels

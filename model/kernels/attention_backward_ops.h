@@ -33,6 +33,13 @@ AttentionGrads CausalAttentionBackward(const torch::Tensor& q, const torch::Tens
                                        const torch::Tensor& values, const torch::Tensor& key_rows,
                                        int64_t first_position, const torch::Tensor& grad_out);
 
+// The same, adding the keys' and values' gradients into grad_keys and grad_values (the shapes
+// of keys and values) and returning q's: the sequences of a packed batch share one pair.
+torch::Tensor CausalAttentionBackwardAdd(const torch::Tensor& q, const torch::Tensor& keys,
+                                         const torch::Tensor& values, const torch::Tensor& key_rows,
+                                         int64_t first_position, const torch::Tensor& grad_out,
+                                         torch::Tensor& grad_keys, torch::Tensor& grad_values);
+
 }  // namespace lockstep::kernels
 
 #endif  // LOCKSTEP_MODEL_KERNELS_ATTENTION_BACKWARD_OPS_H_

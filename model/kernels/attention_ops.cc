@@ -58,6 +58,20 @@ torch::Tensor RunAttention(const torch::Tensor& q, const torch::Tensor& keys,
   return out;
 }
 
+// Sequence s's key rows (first_positions[s] + its length of them) out of their concatenation.
+std::vector<torch::Tensor> SplitKeyRows(const torch::Tensor& all_key_rows,
+                                        const std::vector<int64_t>& first_positions,
+                                        const std::vector<int64_t>& cu_seqlens) {
+  std::vector<torch::Tensor> key_rows;
+  int64_t offset = 0;
+  for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
+    const int64_t count = first_positions[s] + cu_seqlens[s + 1] - cu_seqlens[s];
+    key_rows.push_back(all_key_rows.narrow(0, offset, count));
+    offset += count;
+  }
+  return key_rows;
+}
+
 struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor keys,
                                torch::Tensor values, torch::Tensor key_rows,
@@ -91,22 +105,17 @@ torch::Tensor FixedOrderAttention(const torch::Tensor& q, const torch::Tensor& k
   return AttentionFunction::apply(q, keys, values, rows, first_position);
 }
 
-torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
-                                        const torch::Tensor& values,
-                                        const std::vector<torch::Tensor>& key_rows,
-                                        const std::vector<int64_t>& first_positions,
-                                        const std::vector<int64_t>& cu_seqlens) {
-  TORCH_CHECK(q.scalar_type() == torch::kFloat32 && keys.scalar_type() == torch::kFloat32 &&
-                  values.scalar_type() == torch::kFloat32,
-              "batch-invariant attention needs float32");
-  TORCH_CHECK(!cu_seqlens.empty(), "attention: cu_seqlens must hold at least the 0 it starts at");
-  const size_t num_sequences = cu_seqlens.size() - 1;
-  TORCH_CHECK(key_rows.size() == num_sequences &&
-                  first_positions.size() == num_sequences && cu_seqlens.back() == q.size(0),
-              "attention: one key_rows and first position per sequence of cu_seqlens");
+namespace {
+
+torch::Tensor RunAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
+                                 const torch::Tensor& values,
+                                 const std::vector<torch::Tensor>& key_rows,
+                                 const std::vector<int64_t>& first_positions,
+                                 const std::vector<int64_t>& cu_seqlens) {
   if (q.is_cuda()) {
     return AttentionPackedOnCuda(q, keys, values, key_rows, first_positions, cu_seqlens);
   }
+  const size_t num_sequences = cu_seqlens.size() - 1;
   const torch::Tensor qc = q.contiguous();
   const torch::Tensor kc = keys.contiguous();
   const torch::Tensor vc = values.contiguous();
@@ -137,6 +146,67 @@ torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Ten
     }
   });
   return out;
+}
+
+// The packed attention with a graph: the sequences' key rows travel as one tensor (autograd takes
+// tensors one by one), each sequence's backward adds into one pair of key and value gradients.
+struct PackedAttentionFunction : public torch::autograd::Function<PackedAttentionFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor keys,
+                               torch::Tensor values, torch::Tensor all_key_rows,
+                               std::vector<int64_t> first_positions,
+                               std::vector<int64_t> cu_seqlens) {
+    ctx->save_for_backward({q, keys, values, all_key_rows});
+    ctx->saved_data["first_positions"] = first_positions;
+    ctx->saved_data["cu_seqlens"] = cu_seqlens;
+    return RunAttentionPacked(q, keys, values, SplitKeyRows(all_key_rows, first_positions,
+                                                            cu_seqlens),
+                              first_positions, cu_seqlens);
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const std::vector<int64_t> first_positions = ctx->saved_data["first_positions"].toIntVector();
+    const std::vector<int64_t> cu_seqlens = ctx->saved_data["cu_seqlens"].toIntVector();
+    const std::vector<torch::Tensor> key_rows =
+        SplitKeyRows(saved[3], first_positions, cu_seqlens);
+    torch::Tensor grad_q = torch::empty_like(saved[0]);
+    torch::Tensor grad_keys = torch::zeros_like(saved[1]);
+    torch::Tensor grad_values = torch::zeros_like(saved[2]);
+    for (size_t s = 0; s + 1 < cu_seqlens.size(); ++s) {
+      const int64_t begin = cu_seqlens[s], length = cu_seqlens[s + 1] - begin;
+      grad_q.narrow(0, begin, length)
+          .copy_(CausalAttentionBackwardAdd(saved[0].narrow(0, begin, length), saved[1], saved[2],
+                                            key_rows[s], first_positions[s],
+                                            grads[0].narrow(0, begin, length), grad_keys,
+                                            grad_values));
+    }
+    return {grad_q, grad_keys, grad_values, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
+                                        const torch::Tensor& values,
+                                        const std::vector<torch::Tensor>& key_rows,
+                                        const std::vector<int64_t>& first_positions,
+                                        const std::vector<int64_t>& cu_seqlens) {
+  TORCH_CHECK(q.scalar_type() == torch::kFloat32 && keys.scalar_type() == torch::kFloat32 &&
+                  values.scalar_type() == torch::kFloat32,
+              "batch-invariant attention needs float32");
+  TORCH_CHECK(!cu_seqlens.empty(), "attention: cu_seqlens must hold at least the 0 it starts at");
+  const size_t num_sequences = cu_seqlens.size() - 1;
+  TORCH_CHECK(key_rows.size() == num_sequences &&
+                  first_positions.size() == num_sequences && cu_seqlens.back() == q.size(0),
+              "attention: one key_rows and first position per sequence of cu_seqlens");
+  if (!WantsGrad(q, keys, values)) {
+    return RunAttentionPacked(q, keys, values, key_rows, first_positions, cu_seqlens);
+  }
+  // (The rows stay where they are, as the forward takes them; the backward moves each
+  // sequence's to the keys' device.)
+  const torch::Tensor all_key_rows = torch::cat(key_rows);
+  return PackedAttentionFunction::apply(q, keys, values, all_key_rows, first_positions,
+                                        cu_seqlens);
 }
 
 }  // namespace lockstep::kernels

@@ -20,11 +20,12 @@ torch::Tensor FixedOrderAttention(const torch::Tensor& q, const torch::Tensor& k
                                   const torch::Tensor& values, const torch::Tensor& key_rows,
                                   int64_t first_position);
 
-// The same attention for every sequence of a packed batch in one parallel region (decode steps:
-// one call per layer instead of one per sequence). q: [num_tokens, num_heads, head_dim], with
+// The same attention for every sequence of a packed batch in one parallel region (decode steps
+// and training: one call per layer instead of one per sequence). q: [num_tokens, num_heads, head_dim], with
 // sequence s's queries at rows cu_seqlens[s] .. cu_seqlens[s + 1]; key_rows[s] and
 // first_positions[s] as for FixedOrderAttention. Each (query, head) item gives the bits it
-// gives there. Not differentiable: for inference (the paged cache) only.
+// gives there. Differentiable in q, keys and values as FixedOrderAttention, one graph node for
+// the batch (training: a packed micro-batch's sequences, each keys rows of its own).
 torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
                                         const torch::Tensor& values,
                                         const std::vector<torch::Tensor>& key_rows,

@@ -37,18 +37,43 @@ TEST(PackedAttentionTest, EqualsOneCallPerSequenceBitForBit) {
   }
 }
 
-TEST(PackedAttentionTest, GraphsKeepThePerSequencePath) {
+// With a graph the packed call is one node; its gradients are those of one call per sequence.
+TEST(PackedAttentionTest, GraphsGetThePerSequenceGradients) {
   torch::manual_seed(8);
-  const torch::Tensor keys = torch::randn({40, 1, 8}), values = torch::randn({40, 1, 8});
-  const torch::Tensor q = torch::randn({3, 2, 8}).requires_grad_();
   const std::vector<torch::Tensor> rows = {torch::arange(2, torch::kInt64),
-                                           torch::arange(10, 12, torch::kInt64)};
-  const torch::Tensor out = ops::PackedAttentionOverRows(q, keys, values, rows, {0, 1}, {0, 2, 3},
-                                                         NumericMode::kBatchInvariant);
-  ASSERT_TRUE(out.requires_grad());
-  out.sum().backward();
-  ASSERT_TRUE(q.grad().defined());
-  EXPECT_GT(q.grad().abs().sum().item<float>(), 0);
+                                           torch::arange(10, 12, torch::kInt64),
+                                           torch::randperm(40, torch::kInt64).narrow(0, 0, 9)};
+  const std::vector<int64_t> firsts = {0, 1, 5}, cu_seqlens = {0, 2, 3, 7};
+  const torch::Tensor q0 = torch::randn({7, 2, 8}), keys0 = torch::randn({40, 1, 8});
+  const torch::Tensor values0 = torch::randn({40, 1, 8}), grad_out = torch::randn({7, 2, 8});
+  for (NumericMode mode : {NumericMode::kFast, NumericMode::kBatchInvariant}) {
+    std::vector<torch::Tensor> grads[2];  // [packed, per sequence]: q, keys, values
+    for (int per_sequence : {0, 1}) {
+      torch::Tensor q = q0.clone().requires_grad_();
+      torch::Tensor keys = keys0.clone().requires_grad_();
+      torch::Tensor values = values0.clone().requires_grad_();
+      torch::Tensor out;
+      if (per_sequence) {
+        std::vector<torch::Tensor> outputs;
+        for (size_t s = 0; s < rows.size(); ++s) {
+          outputs.push_back(ops::AttentionOverRows(
+              q.narrow(0, cu_seqlens[s], cu_seqlens[s + 1] - cu_seqlens[s]), keys, values,
+              rows[s], firsts[s], NumericMode::kBatchInvariant));
+        }
+        out = torch::cat(outputs, 0);
+      } else {
+        out = ops::PackedAttentionOverRows(q, keys, values, rows, firsts, cu_seqlens, mode);
+      }
+      ASSERT_TRUE(out.requires_grad());
+      out.backward(grad_out);
+      grads[per_sequence] = {q.grad(), keys.grad(), values.grad()};
+    }
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_TRUE(grads[0][i].defined()) << i;
+      EXPECT_GT(grads[0][i].abs().sum().item<float>(), 0) << i;
+      EXPECT_TRUE(torch::allclose(grads[0][i], grads[1][i], 1e-5, 1e-6)) << i;
+    }
+  }
 }
 
 }  // namespace
