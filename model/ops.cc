@@ -134,22 +134,16 @@ torch::Tensor CausalAttention(const torch::Tensor& q, const torch::Tensor& k,
 torch::Tensor AttentionOverRows(const torch::Tensor& q, const torch::Tensor& keys,
                                 const torch::Tensor& values, const torch::Tensor& key_rows,
                                 int64_t first_position, NumericMode mode) {
-  if (Invariant(mode)) {
+  // Fast mode's kernel calls: float32 CPU training calls and decode-sized paged ones.
+  const bool fast_in_kernel =
+      CpuFloat(q) && CpuFloat(keys) &&
+      (key_rows.defined() ? q.size(0) <= kFastKernelMaxQueries : CpuFloat(values));
+  if (Invariant(mode) || fast_in_kernel) {
     const torch::Tensor rows =
         key_rows.defined() ? key_rows : torch::arange(first_position + q.size(0), torch::kInt64);
     return kernels::FixedOrderAttention(q, keys, values, rows, first_position);
   }
-  if (!key_rows.defined()) {
-    if (CpuFloat(q) && CpuFloat(keys) && CpuFloat(values)) {
-      return kernels::FixedOrderAttention(q, keys, values,
-                                          torch::arange(first_position + q.size(0), torch::kInt64),
-                                          first_position);
-    }
-    return CausalAttention(q, keys, values);
-  }
-  if (q.size(0) <= kFastKernelMaxQueries && CpuFloat(q) && CpuFloat(keys)) {
-    return kernels::FixedOrderAttention(q, keys, values, key_rows, first_position);
-  }
+  if (!key_rows.defined()) return CausalAttention(q, keys, values);
   return CausalAttention(q, keys.index_select(0, key_rows), values.index_select(0, key_rows));
 }
 

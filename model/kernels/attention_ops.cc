@@ -1,7 +1,5 @@
 #include "model/kernels/attention_ops.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -41,23 +39,6 @@ AttentionProblem MakeProblem(const torch::Tensor& q, const torch::Tensor& keys,
   return problem;
 }
 
-torch::Tensor RunAttention(const torch::Tensor& q, const torch::Tensor& keys,
-                           const torch::Tensor& values, const torch::Tensor& key_rows,
-                           int64_t first_position) {
-  if (q.is_cuda()) return AttentionPackedOnCuda(q, keys, values, {key_rows}, {first_position},
-                                                {0, q.size(0)});
-  torch::Tensor qc = q.contiguous();
-  torch::Tensor kc = keys.contiguous();
-  torch::Tensor vc = values.contiguous();
-  torch::Tensor rows = key_rows.contiguous();
-  torch::Tensor out = torch::empty_like(qc);
-  const AttentionProblem problem =
-      MakeProblem(qc, kc, vc, rows, first_position, out, 0, qc.size(0));
-  at::parallel_for(0, problem.num_queries * problem.num_heads, 1,
-                   [&](int64_t begin, int64_t end) { CausalAttentionItems(problem, begin, end); });
-  return out;
-}
-
 // Sequence s's key rows (first_positions[s] + its length of them) out of their concatenation.
 std::vector<torch::Tensor> SplitKeyRows(const torch::Tensor& all_key_rows,
                                         const std::vector<int64_t>& first_positions,
@@ -71,41 +52,6 @@ std::vector<torch::Tensor> SplitKeyRows(const torch::Tensor& all_key_rows,
   }
   return key_rows;
 }
-
-struct AttentionFunction : public torch::autograd::Function<AttentionFunction> {
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor q, torch::Tensor keys,
-                               torch::Tensor values, torch::Tensor key_rows,
-                               int64_t first_position) {
-    ctx->save_for_backward({q, keys, values, key_rows});
-    ctx->saved_data["first_position"] = first_position;
-    return RunAttention(q, keys, values, key_rows, first_position);
-  }
-
-  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    AttentionGrads g = CausalAttentionBackward(saved[0], saved[1], saved[2], saved[3],
-                                               ctx->saved_data["first_position"].toInt(),
-                                               grads[0]);
-    return {g.q, g.keys, g.values, torch::Tensor(), torch::Tensor()};
-  }
-};
-
-}  // namespace
-
-torch::Tensor FixedOrderAttention(const torch::Tensor& q, const torch::Tensor& keys,
-                                  const torch::Tensor& values, const torch::Tensor& key_rows,
-                                  int64_t first_position) {
-  TORCH_CHECK(q.scalar_type() == torch::kFloat32 && keys.scalar_type() == torch::kFloat32,
-              "batch-invariant attention needs float32");
-  TORCH_CHECK(key_rows.size(0) == first_position + q.size(0),
-              "attention: key_rows must name every position up to the last query");
-  if (!WantsGrad(q, keys, values)) return RunAttention(q, keys, values, key_rows, first_position);
-  // On CUDA the backward's index_select needs the rows on q's device.
-  const torch::Tensor rows = q.is_cuda() ? key_rows.to(q.device()) : key_rows;
-  return AttentionFunction::apply(q, keys, values, rows, first_position);
-}
-
-namespace {
 
 torch::Tensor RunAttentionPacked(const torch::Tensor& q, const torch::Tensor& keys,
                                  const torch::Tensor& values,
@@ -207,6 +153,16 @@ torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Ten
   const torch::Tensor all_key_rows = torch::cat(key_rows);
   return PackedAttentionFunction::apply(q, keys, values, all_key_rows, first_positions,
                                         cu_seqlens);
+}
+
+torch::Tensor FixedOrderAttention(const torch::Tensor& q, const torch::Tensor& keys,
+                                  const torch::Tensor& values, const torch::Tensor& key_rows,
+                                  int64_t first_position) {
+  TORCH_CHECK(key_rows.size(0) == first_position + q.size(0),
+              "attention: key_rows must name every position up to the last query");
+  // One sequence of the packed call (the same kernel items, the same backward).
+  return FixedOrderAttentionPacked(q, keys, values, {key_rows.contiguous()}, {first_position},
+                                   {0, q.size(0)});
 }
 
 }  // namespace lockstep::kernels
