@@ -168,13 +168,13 @@ int main(int argc, char** argv) {
   blocking.column_block_bytes = column_block_kib << 10;
   blocking.x_chunk_bytes = x_chunk_kib << 10;
   lockstep::kernels::SetLinearBlocking(blocking);
-  std::printf("blocking: %s\n", lockstep::kernels::LinearKernelDescription().c_str());
   if (kernel_flag->count() > 0) {
     using lockstep::kernels::LinearKernel;
     kernel = kernel_name == "avx512" ? LinearKernel::kAvx512
              : kernel_name == "avx2" ? LinearKernel::kAvx2
                                      : LinearKernel::kPortable;
   }
+  std::printf("blocking: %s\n", lockstep::kernels::LinearKernelDescription(kernel).c_str());
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   std::printf(
       "ours: %s micro-kernel | OpenBLAS core: %s (OPENBLAS_CORETYPE=%s)\n",

@@ -160,6 +160,7 @@ const Isa& Avx512Isa() {
                            &kAvx512StreamingTable,
                            &kAvx512StreamingNtaTable,
                            8,
+                           8,
                            {0, 12, 12, 8, 6, 4, 4, 3, 3},
                            {0, 1, 1, 8, 6, 4, 4, 4, 4},
                            {0, 1, 1, 8, 6, 4, 4, 3, 3}};

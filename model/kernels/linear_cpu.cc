@@ -359,10 +359,11 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
       !streaming ? isa.columns_for_rows
       : narrow   ? isa.narrow_streaming_columns_for_rows
                  : isa.streaming_columns_for_rows;
+  const int main_rows = streaming ? isa.streaming_main_rows : isa.main_rows;
   const int64_t x_chunk_bytes = Blocking().x_chunk_bytes.load(std::memory_order_relaxed);
   const int64_t chunk = [&] {
-    if (!streaming) return InCacheChunkLength(x_chunk_bytes, isa.main_rows, depth);
-    const int64_t rows = std::min<int64_t>(isa.main_rows, row_end - row_begin);
+    if (!streaming) return InCacheChunkLength(x_chunk_bytes, main_rows, depth);
+    const int64_t rows = std::min<int64_t>(main_rows, row_end - row_begin);
     // x of a streaming tile outgrowing L1 (LinearBlocking::stream_l1_chunks): L1-sized chunks,
     // unless the tile is one column (W then one sequential stream, kept whole).
     if (Blocking().stream_l1_chunks.load(std::memory_order_relaxed) != 0 &&
@@ -378,7 +379,7 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
   t.x_stride = x_stride;
   t.w_stride = depth;
   t.partial_stride = tiling.column_block;
-  t.partial = num_chunks > 1 ? partials.Get(isa.main_rows * tiling.column_block * kLanes) : nullptr;
+  t.partial = num_chunks > 1 ? partials.Get(main_rows * tiling.column_block * kLanes) : nullptr;
   t.y_stride = p.y_stride;
   const bool nta = Blocking().stream_prefetch_nta.load(std::memory_order_relaxed) != 0;
   const linear_internal::KernelTable& table =
@@ -389,8 +390,8 @@ void ComputeTile(const Isa& isa, const LinearProblem& p, const Tiling& tiling, i
                                                                                    : table;
   // Row groups outside (their packed chunk of x stays in L1), chunks, then the block's columns
   // (W from L2).
-  for (int64_t row = row_begin; row < row_end; row += isa.main_rows) {
-    const int rows = static_cast<int>(std::min<int64_t>(isa.main_rows, row_end - row));
+  for (int64_t row = row_begin; row < row_end; row += main_rows) {
+    const int rows = static_cast<int>(std::min<int64_t>(main_rows, row_end - row));
     const int width = columns_for_rows[rows];
     const float* const xp = x + (row - row_begin) * x_stride;
     float* const partial_base = t.partial;
@@ -481,15 +482,17 @@ void LinearClaimedTiles(const LinearProblem* problems, int count, TileClaims* cl
 
 const char* LinearKernelName() { return BestIsa().name; }
 
-std::string LinearKernelDescription() {
-  const Isa& isa = BestIsa();
+std::string LinearKernelDescription(LinearKernel kernel) {
+  const Isa* chosen = IsaFor(kernel);
+  const Isa& isa = chosen != nullptr ? *chosen : BestIsa();
   const LinearBlocking b = CurrentLinearBlocking();
   const std::array<int, linear_internal::kMaxRows + 1>& streaming_columns =
       b.stream_narrow_tiles != 0 ? isa.narrow_streaming_columns_for_rows
                                  : isa.streaming_columns_for_rows;
   return std::string(isa.name) + " " + std::to_string(isa.main_rows) + "x" +
          std::to_string(isa.columns_for_rows[isa.main_rows]) + " tile (streaming " +
-         std::to_string(isa.main_rows) + "x" + std::to_string(streaming_columns[isa.main_rows]) +
+         std::to_string(isa.streaming_main_rows) + "x" +
+         std::to_string(streaming_columns[isa.streaming_main_rows]) +
          (b.stream_narrow_tiles != 0 ? ", narrow" : "") + "), x chunk " +
          std::to_string(b.x_chunk_bytes >> 10) + " KiB (streaming " +
          std::to_string(b.stream_chunk_bytes >> 10) + " KiB" +

@@ -57,10 +57,6 @@ void LinearClaimedTiles(const LinearProblem* problems, int count, TileClaims* cl
 // benchmarks.
 const char* LinearKernelName();
 
-// The family, its register tile and the blocking in use, e.g. "avx512 8x3 tile, x chunk 16 KiB,
-// W column block 256 KiB, x row panel 1024 KiB (L1d 32 KiB, L2 1024 KiB)", for benchmarks.
-std::string LinearKernelDescription();
-
 // Cache-derived blocking: x_chunk_bytes (packed rows of x per K chunk, half of L1d; K is not
 // cut at all where the rows of all of it take at most a third more),
 // stream_chunk_bytes (the same where M is one row block and W streams from memory: a quarter of
@@ -98,6 +94,12 @@ void SetLinearBlocking(const LinearBlocking& blocking);
 // Micro-kernel families. All compute the same chain, hence the same bits; kAuto is the best
 // family this CPU runs (the one LinearTiles uses).
 enum class LinearKernel { kAuto, kAvx512, kAvx2, kPortable };
+
+// The family, its register tiles and the blocking in use, e.g. "avx512 8x3 tile (streaming 8x3),
+// x chunk 16 KiB, W column block 256 KiB, x row panel 1024 KiB (L1d 32 KiB, L2 1024 KiB)", for
+// benchmarks: of `kernel`'s family (kAuto, or a family this CPU cannot run: the one LinearTiles
+// uses).
+std::string LinearKernelDescription(LinearKernel kernel = LinearKernel::kAuto);
 
 // LinearTiles with a chosen micro-kernel family, for tests and benchmarks. Returns false, and
 // computes nothing, when this CPU cannot run `kernel`.

@@ -106,7 +106,8 @@ struct Isa {
   const KernelTable* table;            // W in cache (reused by several row groups)
   const KernelTable* streaming_table;  // W streamed from memory once: prefetches the next tile
   const KernelTable* streaming_nta_table;  // the same with non-temporal prefetches
-  int main_rows;  // rows of the main register tile (<= kMaxRows)
+  int main_rows;            // rows of the main in-cache register tile (<= kMaxRows)
+  int streaming_main_rows;  // the same for the streaming tiles (decode: W from memory once)
   std::array<int, kMaxRows + 1> columns_for_rows;
   // The same for streaming_table: W comes from memory once, so a wider tile (more weight rows
   // in flight, more FMAs per x load) pays even where it leaves fewer registers spare.

@@ -54,6 +54,7 @@ const Isa& PortableIsa() {
                            &kPortableTable,  // no prefetch in the portable family
                            &kPortableTable,
                            8,
+                           8,
                            {0, 12, 6, 4, 3, 3, 3, 3, 3},
                            {0, 12, 6, 4, 3, 3, 3, 3, 3},
                            {0, 12, 6, 4, 3, 3, 3, 3, 3}};
