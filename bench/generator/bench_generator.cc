@@ -27,6 +27,7 @@
 #include "bench/generator/engine_workload.h"
 #include "bench/generator/process_util.h"
 #include "bench/kernels/stream_read.h"
+#include "bench/simd_flag.h"
 #include "generator/block_manager.h"
 #include "generator/engine.h"
 #include "model/checkpoint.h"
@@ -48,6 +49,7 @@ struct Flags {
   uint64_t model_seed = 0;
   int threads = 0;
   int repeats = 3;  // workload runs per mode and batch, each between two floor reads
+  std::string simd = "auto";  // --simd (bench/simd_flag.h), passed on to the workers
   // Worker mode (internal): run one numeric mode on the model in worker_model_dir and write its
   // JSON to worker_out.
   std::string worker_mode, worker_out, worker_model_dir;
@@ -321,7 +323,9 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
                                       "--threads",
                                       std::to_string(threads),
                                       "--repeats",
-                                      std::to_string(flags.repeats)});
+                                      std::to_string(flags.repeats),
+                                      "--simd",
+                                      flags.simd});
     if (!s.ok()) return Fail(s);
     absl::StatusOr<nlohmann::json> json = ReadJson(out);
     if (!json.ok()) return Fail(json.status());
@@ -418,6 +422,7 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
   json["python_threads"] = (*python)["threads"];
   json["python_omp_wait_policy"] = python_wait_policy != nullptr ? python_wait_policy : "";
   json["kernel_threads"] = workers["fast"]["kernel_threads"];
+  json["simd_level"] = SimdLevelName(kernels::ActiveSimdLevel());
   json["python_torch_version"] = (*python)["torch_version"];
 
   for (const char* unit : {"decode_tokens_per_s", "decode_tokens_per_cpu_s"}) {
@@ -565,6 +570,8 @@ int RunBenchmark(const Flags& flags, const ModelConfig& config, const char* self
       verdict(peak_above_baseline <= peak_limit));
   std::printf("  %-40s %10d  (threads the kernels' tiles ran on; intra-op threads %d)\n",
               "kernel_threads", json["kernel_threads"].get<int>(), threads);
+  std::printf("  %-40s %10s  (widest SIMD level of our kernels, --simd)\n", "simd_level",
+              json["simd_level"].get<std::string>().c_str());
   std::printf("  %-40s %s -> %s\n", "load average (1, 5, 15 min)",
               json["load_average_at_start"].get<std::string>().c_str(),
               json["load_average_at_end"].get<std::string>().c_str());
@@ -616,7 +623,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"fast", "batch_invariant"}));
   app.add_option("--worker-out", flags.worker_out, "internal: worker JSON output");
   app.add_option("--worker-model-dir", flags.worker_model_dir, "internal: the model to load");
+  AddSimdOption(app, &flags.simd);
   CLI11_PARSE(app, argc, argv);
+  if (!ApplySimdLevel(flags.simd)) return 2;
   SetComputeThreads(flags.threads);
   for (int64_t batch : flags.batches) {
     if (batch <= 0) return Fail(absl::InvalidArgumentError("--batches must all be > 0"));

@@ -13,6 +13,7 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/model/throughput.h"
+#include "bench/simd_flag.h"
 #include "model/checkpoint.h"
 #include "model/compute_threads.h"
 #include "model/kernels/linear_cpu.h"
@@ -163,7 +164,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads,
                  "Threads of LibTorch and OpenBLAS (0 = the physical cores)");
   app.add_flag("--skip-model", skip_model, "Skip the whole-model figures");
+  std::string simd = "auto";
+  AddSimdOption(app, &simd);
   CLI11_PARSE(app, argc, argv);
+  if (!ApplySimdLevel(simd)) return 2;
   // LibTorch's pool and OpenBLAS's own (which torch::set_num_threads leaves at one thread per
   // core): stock and fixed-order figures at the same thread count. Before, "1 thread" timed
   // stock sgemm on every core against the kernel on one.
@@ -176,6 +180,7 @@ int main(int argc, char** argv) {
   nlohmann::json json = {{"cpu_model", cpu},
                          {"stock_blas", blas},
                          {"threads", torch::get_num_threads()},
+                         {"simd_level", SimdLevelName(kernels::ActiveSimdLevel())},
                          {"linear_kernel", kernels::LinearKernelName()},
                          {"linear_kernel_variant", linear_variant}};
 

@@ -29,6 +29,7 @@
 #include "CLI/CLI.hpp"
 #include "bench/median.h"
 #include "bench/model/throughput.h"
+#include "bench/simd_flag.h"
 #include "common/openmp_wait.h"
 #include "model/checkpoint.h"
 #include "model/compute_threads.h"
@@ -199,7 +200,10 @@ int Main(int argc, char** argv) {
   app.add_option("--modes", modes_flag, "both, fast or batch_invariant (one mode: for profiling)")
       ->check(CLI::IsMember({"both", "fast", "batch_invariant"}))
       ->capture_default_str();
+  std::string simd = "auto";
+  AddSimdOption(app, &simd);
   CLI11_PARSE(app, argc, argv);
+  if (!ApplySimdLevel(simd)) return 2;
   // Run as the orchestrator runs the trainer service: with TrainingOpenMpEnvironment() (libgomp
   // reads it only when it loads, hence an exec of this same program; set OMP_WAIT_POLICY or
   // GOMP_SPINCOUNT to time another policy). Should the exec fail, the output names the policy.
@@ -228,8 +232,9 @@ int Main(int argc, char** argv) {
       torch::get_num_threads());
   const std::string cpu = CpuModelName(), stock_blas = StockBlasName();
   const std::string omp_wait = OpenMpWaitPolicy();
-  std::printf("  CPU: %s | stock BLAS: %s | OpenMP wait: %s\n", cpu.c_str(), stock_blas.c_str(),
-              omp_wait.c_str());
+  const char* simd_level = SimdLevelName(kernels::ActiveSimdLevel());
+  std::printf("  CPU: %s | stock BLAS: %s | OpenMP wait: %s | our kernels: %s\n", cpu.c_str(),
+              stock_blas.c_str(), omp_wait.c_str(), simd_level);
   const double blas = BlasGflops(blas_seconds);
   std::printf("  %-40s %12.1f\n", "blas_gflops (512x1024x1024 matmul)", blas);
   std::fflush(stdout);
@@ -294,6 +299,7 @@ int Main(int argc, char** argv) {
     nlohmann::json json = {{"preset", preset},
                            {"arch", arch_name},
                            {"cpu_model", cpu},
+                           {"simd_level", simd_level},
                            {"stock_blas", stock_blas},
                            {"omp_wait_policy", omp_wait},
                            {"parameters", config->NumParameters()},

@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "model/kernels/deterministic_math_cpu.h"
 #include "model/kernels/linear_microkernel.h"
 #include "model/kernels/tile_claims_cpu.h"
 
@@ -74,9 +75,25 @@ const Isa& DetectIsa() {
   return linear_internal::PortableIsa();
 }
 
-const Isa& BestIsa() {
+const Isa& DetectedIsa() {
   static const Isa& isa = DetectIsa();
   return isa;
+}
+
+// The family LinearTiles runs: the CPU's best, no wider than the kernels' active SIMD level
+// (deterministic_math_cpu.h), which benchmarks lower to time a narrower CPU's kernels here.
+const Isa& BestIsa() {
+  const Isa& detected = DetectedIsa();
+  switch (ActiveSimdLevel()) {
+    case SimdLevel::kPortable:
+      return linear_internal::PortableIsa();
+#if defined(__x86_64__)
+    case SimdLevel::kAvx2:
+      return detected.kind == LinearKernel::kAvx512 ? linear_internal::Avx2Isa() : detected;
+#endif
+    default:
+      return detected;
+  }
 }
 
 const Isa* IsaFor(LinearKernel kernel) {
@@ -85,9 +102,10 @@ const Isa* IsaFor(LinearKernel kernel) {
       return &BestIsa();
 #if defined(__x86_64__)
     case LinearKernel::kAvx512:
-      return BestIsa().kind == LinearKernel::kAvx512 ? &linear_internal::Avx512Isa() : nullptr;
+      return DetectedIsa().kind == LinearKernel::kAvx512 ? &linear_internal::Avx512Isa()
+                                                          : nullptr;
     case LinearKernel::kAvx2:
-      return BestIsa().kind != LinearKernel::kPortable ? &linear_internal::Avx2Isa() : nullptr;
+      return DetectedIsa().kind != LinearKernel::kPortable ? &linear_internal::Avx2Isa() : nullptr;
 #else
     case LinearKernel::kAvx512:
     case LinearKernel::kAvx2:

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/kernels/tile_claims_cpu.h"
+#include "tests/kernels/simd_levels.h"
 
 namespace lockstep::kernels {
 namespace {
@@ -123,6 +124,26 @@ TEST(LinearCpuTest, ReportsKernelName) {
   EXPECT_TRUE(name == "avx512" || name == "avx2" || name == "portable") << name;
   std::printf("linear kernel: %s, families here: %zu\n", name.c_str(),
               AvailableKernels().size());
+}
+
+// Lowering the kernels' SIMD level (as benchmarks do to time a narrower CPU's kernels) moves
+// LinearTiles to that family, and the bits stay.
+TEST(LinearCpuTest, ActiveSimdLevelCapsTheFamily) {
+  const std::string detected = LinearKernelName();
+  Case reference(70, 200, 50);
+  const std::vector<float> expected = reference.Run();
+  const struct {
+    SimdLevel level;
+    const char* name;
+  } levels[] = {{SimdLevel::kAvx2, "avx2"}, {SimdLevel::kPortable, "portable"}};
+  for (const auto& [level, name] : levels) {
+    if (SupportedSimdLevel() < level) continue;
+    testing::ScopedSimdLevel scoped(level);
+    EXPECT_STREQ(LinearKernelName(), name);
+    Case c(70, 200, 50);
+    EXPECT_EQ(CountDifferentBits(c.Run(), expected), 0) << name;
+  }
+  EXPECT_EQ(LinearKernelName(), detected);  // the level restored, the family with it
 }
 
 TEST(LinearCpuTest, MatchesDoubleReference) {
