@@ -1,7 +1,9 @@
 // bench_linear_cold: the batch-invariant linear at decode sizes with weights that come from
 // memory, as in a decode step, next to a read of the same bytes, at 1 and 2 threads.
 //
-//   bench_linear_cold [--rows 8] [--rounds 5] [--small-pages] [--json FILE]
+//   bench_linear_cold [--rows 8] [--rounds 5] [--small-pages] [--simd avx2] [--json FILE]
+//
+// (--simd: the linear family of a narrower CPU, bench/simd_flag.h.)
 //
 // The weights are the matrices of one decode step of the base preset (Qwen3, hidden 768,
 // intermediate 2048, 12 layers, 32000-token tied head: 382 MiB, far beyond the last-level
@@ -43,6 +45,7 @@
 
 #include "CLI/CLI.hpp"
 #include "bench/kernels/stream_read.h"
+#include "bench/simd_flag.h"
 #include "model/kernels/linear_cpu.h"
 #include "model/kernels/tile_claims_cpu.h"
 #include "nlohmann/json.hpp"
@@ -233,7 +236,10 @@ int main(int argc, char** argv) {
   app.add_flag("--small-pages", small_pages,
                "Leave the weights on 4 KiB pages (default: advised onto 2 MiB pages, as the "
                "model's)");
+  std::string simd = "auto";
+  AddSimdOption(app, &simd);
   CLI11_PARSE(app, argc, argv);
+  if (!ApplySimdLevel(simd)) return 2;
 
   const std::vector<Matrix> matrices = BaseDecodeMatrices();
   const Matrix& last = matrices.back();
