@@ -123,11 +123,11 @@ const Isa& Avx2Isa() {
   // In cache, 3 rows x 2 columns: per 8 lanes of k, 2 weight and 3 x loads feed 6 FMAs, where
   // 6 x 1 took 7 loads (1 weight, 6 x) and left the FMA units waiting on the load ports; W
   // comes from L2 a third of the times x does. The AVX2 family on an AMD EPYC Zen 5 against
-  // OpenBLAS's Haswell kernel (OPENBLAS_CORETYPE=Haswell bench_linear_raw --kernel avx2, two
-  // runs each, 1 thread): M = 512 q/o 0.72-0.82 -> 0.87, down 0.67 -> 0.76-0.77, M = 4096 down
-  // 0.65-0.72 -> 0.84-0.86 (bench/README.md). 2 x 3 (3 weight loads) read W from L2 too often
-  // (0.46-0.74). Streaming tiles (decode, W from memory once) keep 6 rows: a row group re-reads
-  // its weights, and from memory where they were fetched non-temporally.
+  // OpenBLAS's Haswell kernel (bench_linear_raw --kernel avx2, three alternated runs, 1 thread):
+  // M = 512 q/o 0.74-0.85 -> 0.90-0.98, down 0.62-0.66 -> 0.70-0.79, M = 4096 down 0.64-0.74 ->
+  // 0.92-0.97 (bench/README.md). 2 x 3 (3 weight loads) read W from L2 too often (0.46-0.74).
+  // Streaming tiles (decode, W from memory once) keep 6 rows: a row group re-reads its weights,
+  // and from memory where they were fetched non-temporally; 3 rows there were no better.
   static constexpr Isa isa{LinearKernel::kAvx2,
                            "avx2",
                            &kAvx2Table,
