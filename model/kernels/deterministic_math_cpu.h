@@ -13,8 +13,9 @@
 // Every multiply that feeds an add is an explicit fma, so the bits do not
 // depend on whether the including file is compiled with -ffp-contract=off (the
 // kernels library is; tests may not be). Included only by the *_cpu.cc kernel
-// files and their tests (no LibTorch). Not thread-hostile: all functions are
-// pure except SetSimdLevelForTesting.
+// files, their tests, and the benchmarks' --simd switch (bench/simd_flag.h);
+// no LibTorch. Not thread-hostile: all functions are pure except
+// SetSimdLevelForTesting (which the linear's family follows too).
 #ifndef LOCKSTEP_MODEL_KERNELS_DETERMINISTIC_MATH_CPU_H_
 #define LOCKSTEP_MODEL_KERNELS_DETERMINISTIC_MATH_CPU_H_
 
