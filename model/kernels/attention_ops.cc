@@ -70,9 +70,7 @@ torch::Tensor RunAttentionPacked(const torch::Tensor& q, const torch::Tensor& ke
   std::vector<int64_t> first_item(num_sequences + 1, 0);  // items are (token, head) pairs
   for (size_t s = 0; s < num_sequences; ++s) {
     const int64_t begin = cu_seqlens[s], length = cu_seqlens[s + 1] - begin;
-    TORCH_CHECK(key_rows[s].scalar_type() == torch::kInt64 && key_rows[s].is_contiguous() &&
-                    key_rows[s].size(0) == first_positions[s] + length,
-                "attention: key_rows must name every position up to the last query");
+    TORCH_CHECK(key_rows[s].is_contiguous(), "attention: key_rows must be contiguous");
     problems[s] = MakeProblem(qc, kc, vc, key_rows[s], first_positions[s], out, begin, length);
     first_item[s + 1] = first_item[s] + length * q.size(1);
   }
@@ -145,6 +143,11 @@ torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Ten
   TORCH_CHECK(key_rows.size() == num_sequences &&
                   first_positions.size() == num_sequences && cu_seqlens.back() == q.size(0),
               "attention: one key_rows and first position per sequence of cu_seqlens");
+  for (size_t s = 0; s < num_sequences; ++s) {
+    TORCH_CHECK(key_rows[s].scalar_type() == torch::kInt64 && key_rows[s].dim() == 1 &&
+                    key_rows[s].size(0) == first_positions[s] + cu_seqlens[s + 1] - cu_seqlens[s],
+                "attention: key_rows must name every position up to the last query");
+  }
   if (!WantsGrad(q, keys, values)) {
     return RunAttentionPacked(q, keys, values, key_rows, first_positions, cu_seqlens);
   }
@@ -158,8 +161,6 @@ torch::Tensor FixedOrderAttentionPacked(const torch::Tensor& q, const torch::Ten
 torch::Tensor FixedOrderAttention(const torch::Tensor& q, const torch::Tensor& keys,
                                   const torch::Tensor& values, const torch::Tensor& key_rows,
                                   int64_t first_position) {
-  TORCH_CHECK(key_rows.size(0) == first_position + q.size(0),
-              "attention: key_rows must name every position up to the last query");
   // One sequence of the packed call (the same kernel items, the same backward).
   return FixedOrderAttentionPacked(q, keys, values, {key_rows.contiguous()}, {first_position},
                                    {0, q.size(0)});

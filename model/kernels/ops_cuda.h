@@ -53,7 +53,8 @@ torch::Tensor RotateHalfFromTableOnCuda(const torch::Tensor& x, const torch::Ten
 
 // FixedOrderAttentionPacked (attention_ops.h) with q, keys, values on one CUDA device
 // (attention_cuda.h): one launch for every sequence. key_rows may be host or device int64
-// tensors; they and the sequence boundaries are uploaded once per call.
+// tensors; they and the sequence boundaries are uploaded once per call. FixedOrderAttentionPacked,
+// its caller, has checked the dtypes and that key_rows and first_positions fit cu_seqlens.
 torch::Tensor AttentionPackedOnCuda(const torch::Tensor& q, const torch::Tensor& keys,
                                     const torch::Tensor& values,
                                     const std::vector<torch::Tensor>& key_rows,

@@ -77,4 +77,27 @@ TEST(PackedAttentionTest, GraphsGetThePerSequenceGradients) {
 }
 
 }  // namespace
+// The packed call checks every sequence's key rows once, for both devices: int64, one per
+// position up to the sequence's last query.
+TEST(PackedAttentionTest, RejectsKeyRowsThatDoNotFitTheirSequence) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor keys = torch::randn({40, 2, 16}), values = torch::randn({40, 2, 16});
+  const torch::Tensor q = torch::randn({3, 4, 16});  // sequences of 1 and 2 queries
+  const std::vector<int64_t> cu_seqlens = {0, 1, 3}, firsts = {5, 0};
+  const torch::Tensor fits0 = torch::arange(6, torch::kInt64);
+  const torch::Tensor fits1 = torch::arange(10, 12, torch::kInt64);
+  EXPECT_NO_THROW(ops::PackedAttentionOverRows(q, keys, values, {fits0, fits1}, firsts,
+                                               cu_seqlens, NumericMode::kBatchInvariant));
+  for (const torch::Tensor& bad :
+       {torch::arange(11, torch::kInt64).narrow(0, 10, 1), torch::arange(10, 13, torch::kInt64),
+        torch::arange(10, 12, torch::kInt32)}) {
+    for (NumericMode mode : {NumericMode::kFast, NumericMode::kBatchInvariant}) {
+      EXPECT_THROW(ops::PackedAttentionOverRows(q, keys, values, {fits0, bad}, firsts, cu_seqlens,
+                                                mode),
+                   c10::Error)
+          << bad.sizes() << " " << bad.scalar_type();
+    }
+  }
+}
+
 }  // namespace lockstep
